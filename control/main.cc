@@ -1,0 +1,148 @@
+// straitd: the switch. `straitd [--config FILE] [-- EAL args]`.
+// The main lcore runs the control thread; the configured worker lcores poll.
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <spdlog/spdlog.h>
+
+#include "control/api_server.h"
+#include "control/config.h"
+#include "control/event_loop.h"
+#include "control/switch.h"
+
+namespace {
+
+using strait::ctl::Config;
+
+bool has_lcore_arg(const std::vector<std::string>& eal) {
+  return std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
+    return a == "-l" || a == "-c" || a.rfind("--lcores", 0) == 0 || a.rfind("-l", 0) == 0;
+  });
+}
+
+// EAL needs the worker lcores; unless the operator placed lcores himself,
+// run the control thread on the lowest CPU that is not a worker.
+std::vector<std::string> eal_args(const char* argv0, const Config& cfg,
+                                  std::vector<std::string> user) {
+  std::vector<std::string> args{argv0};
+  if (!has_lcore_arg(user)) {
+    unsigned main_lcore = 0;
+    while (std::count(cfg.worker_lcores.begin(), cfg.worker_lcores.end(), main_lcore)) main_lcore++;
+    std::string list = std::to_string(main_lcore);
+    for (unsigned w : cfg.worker_lcores) list += "," + std::to_string(w);
+    args.insert(args.end(), {"-l", list, "--main-lcore", std::to_string(main_lcore)});
+  }
+  args.insert(args.end(), user.begin(), user.end());
+  return args;
+}
+
+int run(const Config& cfg) {
+  strait::ctl::EventLoop loop;
+  auto sw = strait::ctl::Switch::create(cfg);
+  if (!sw) {
+    spdlog::error("{}", sw.error().message);
+    return 1;
+  }
+  auto api = strait::ctl::ApiServer::listen(cfg.api_socket, &loop, sw->get());
+  if (!api) {
+    spdlog::error("{}", api.error().message);
+    return 1;
+  }
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+  bool stop = false;
+  loop.add(sfd, 0x001 /* EPOLLIN */, [&](unsigned) {
+    signalfd_siginfo si;
+    while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+      spdlog::info("signal {}: shutting down", si.ssi_signo);
+      stop = true;
+    }
+  });
+  (*sw)->start_workers();
+  spdlog::info("straitd {} ready: {} worker(s), API on {}", STRAIT_VERSION,
+               cfg.worker_lcores.size(), cfg.api_socket);
+  while (!stop) {
+    loop.run_once((*sw)->busy() ? 1 : 10);
+    (*sw)->poll();
+  }
+  (*sw)->stop_workers();
+  api->reset();  // no more requests; removes the socket
+  sw->reset();   // closes every device
+  close(sfd);
+  spdlog::info("straitd stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> own, eal;
+  bool after_dashes = false;
+  for (int i = 1; i < argc; i++) {
+    if (!after_dashes && std::string(argv[i]) == "--") {
+      after_dashes = true;
+      continue;
+    }
+    (after_dashes ? eal : own).push_back(argv[i]);
+  }
+  CLI::App app{"straitd: userspace virtual switch (DPDK).\n"
+               "Usage: straitd [--config FILE] [-- EAL arguments]"};
+  std::string config_path;
+  app.add_option("-c,--config", config_path, "configuration file (TOML)")->check(CLI::ExistingFile);
+  app.set_version_flag("--version", std::string("straitd ") + STRAIT_VERSION);
+  std::reverse(own.begin(), own.end());  // CLI11 takes them in reverse order
+  try {
+    app.parse(own);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  Config cfg;
+  if (!config_path.empty()) {
+    auto c = strait::ctl::load_config(config_path);
+    if (!c) {
+      fprintf(stderr, "straitd: %s\n", c.error().message.c_str());
+      return 2;
+    }
+    cfg = *c;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.state_dir, ec);
+  if (ec) {
+    fprintf(stderr, "straitd: state_dir %s: %s\n", cfg.state_dir.c_str(), ec.message().c_str());
+    return 2;
+  }
+
+  // Signals go to the control loop's signalfd; block them before EAL starts
+  // its threads so every thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  std::vector<std::string> args = eal_args(argv[0], cfg, eal);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  if (rte_eal_init(static_cast<int>(cargs.size()), cargs.data()) < 0) {
+    fprintf(stderr, "straitd: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  int rc = run(cfg);
+  rte_eal_cleanup();
+  return rc;
+}

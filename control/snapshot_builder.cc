@@ -1,0 +1,82 @@
+#include "control/snapshot_builder.h"
+
+namespace strait::ctl {
+namespace {
+
+void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEntry& e) {
+  e.present = true;
+  e.enabled = p.live;
+  e.kind = dp::PortKind::kEthdev;
+  e.ethdev = p.ethdev;
+  for (uint16_t w = 0; w < n_workers; w++) e.txq[w] = tx_queue_for(w, n_workers, p.n_txq);
+  for (uint16_t q = 0; q < p.rxq_worker.size(); q++)
+    s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
+}
+
+}  // namespace
+
+dp::TxQueue tx_queue_for(uint16_t worker, uint16_t n_workers, uint16_t n_txq) {
+  const uint16_t q = worker % n_txq;
+  // Workers q, q+n_txq, q+2*n_txq, ... share queue q.
+  return {q, q + n_txq < n_workers};
+}
+
+std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
+  auto s = std::make_unique<dp::Snapshot>();
+  s->n_workers = in.n_workers;
+  s->rx_by_worker.resize(in.n_workers);
+  const Model& model = *in.model;
+
+  std::map<std::string, uint16_t> uplink_map;  // physnet -> Snapshot::uplinks index
+  for (const auto& [physnet, up] : in.uplinks) {
+    dp::PortEntry& e = s->ports[up.dp];
+    add_device(*s, up, in.n_workers, e);
+    e.role = dp::PortRole::kUplink;
+    e.uplink_map = static_cast<uint16_t>(s->uplinks.size());
+    uplink_map[physnet] = e.uplink_map;
+    s->uplinks.emplace_back();
+  }
+
+  for (const auto& [id, spec] : model.networks()) {
+    const uint16_t lvlan = model.local_vlan(id);
+    if (lvlan == 0) continue;  // no port of it here
+    dp::Network& n = s->networks[lvlan];
+    n.present = true;
+    n.type = spec.type;
+    n.seg_id = spec.seg_id;
+    n.mtu = spec.mtu;
+    if (spec.type == dp::NetType::kLocal) continue;
+    auto up = in.uplinks.find(spec.physnet);
+    if (up == in.uplinks.end()) continue;  // physnet NIC absent: local ports only
+    n.uplink = up->second.dp;
+    dp::UplinkMap& map = s->uplinks[uplink_map[spec.physnet]];
+    if (spec.type == dp::NetType::kVlan) {
+      map.vid_to_lvlan[spec.seg_id] = lvlan;
+    } else {
+      map.flat_lvlan = lvlan;
+    }
+    if (up->second.live)
+      n.flood.push_back({n.uplink, spec.type == dp::NetType::kVlan ? spec.seg_id : uint16_t(0)});
+  }
+
+  // Learned entries first: a bound port's static entry for the same MAC wins.
+  std::vector<dp::FdbEntry> fdb;
+  for (const LearnedMac& l : in.learned)
+    fdb.push_back({dp::Fdb::make_key(l.lvlan, l.mac.data()), l.port, l.slot});
+  for (const auto& [id, p] : in.ports) {
+    const PortSpec* spec = model.port(id);
+    if (!spec) continue;
+    const uint16_t lvlan = model.local_vlan(spec->network);
+    dp::PortEntry& e = s->ports[p.dp];
+    add_device(*s, p, in.n_workers, e);
+    e.role = dp::PortRole::kAccess;
+    e.lvlan = lvlan;
+    std::copy(spec->mac.begin(), spec->mac.end(), e.mac);
+    if (p.live) s->networks[lvlan].flood.push_back({p.dp, 0});
+    fdb.push_back({dp::Fdb::make_key(lvlan, spec->mac.data()), p.dp, dp::kNoSlot});
+  }
+  s->fdb = dp::Fdb(fdb);
+  return s;
+}
+
+}  // namespace strait::ctl

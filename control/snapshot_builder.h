@@ -1,0 +1,46 @@
+#pragma once
+// Compiles the desired state (Model) plus what is live on this host (devices,
+// datapath indexes, queue owners, learned MACs) into one immutable Snapshot.
+// Pure: no DPDK calls, so it is tested without an EAL.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/model.h"
+#include "dataplane/snapshot.h"
+
+namespace strait::ctl {
+
+// A device-backed datapath port as the builder needs it.
+struct DpPort {
+  uint16_t dp = dp::kNoPort;          // datapath index
+  uint16_t ethdev = 0;                // DPDK port id
+  std::vector<uint16_t> rxq_worker;   // owning worker of each rx queue (stable: see Switch)
+  uint16_t n_txq = 1;
+  bool live = false;                  // device started and usable
+};
+
+struct LearnedMac {
+  uint16_t lvlan;
+  Mac mac;
+  uint16_t port;  // datapath index of the uplink it was seen on
+  uint16_t slot;  // learned-slot index (worker aging counters)
+};
+
+struct BuildInput {
+  const Model* model = nullptr;
+  uint16_t n_workers = 1;
+  std::map<std::string, DpPort> ports;    // by port id (bound ports with a device)
+  std::map<std::string, DpPort> uplinks;  // by physnet name
+  std::vector<LearnedMac> learned;
+};
+
+std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in);
+
+// Which tx queue worker `w` uses on a device with n_txq queues, and whether
+// another worker uses it too (then it is locked per burst).
+dp::TxQueue tx_queue_for(uint16_t worker, uint16_t n_workers, uint16_t n_txq);
+
+}  // namespace strait::ctl

@@ -1,0 +1,209 @@
+#include "control/switch.h"
+
+#include <algorithm>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <spdlog/spdlog.h>
+
+namespace strait::ctl {
+namespace {
+
+constexpr uint32_t kMacAgingSec = 300;        // neutron/OVS default
+constexpr size_t kMaxLearnedPerNetwork = 1024;
+constexpr unsigned kMbufsPerQueue = 2048;     // rx ring + in flight + tx ring share
+constexpr unsigned kMinMbufs = 16384;
+
+}  // namespace
+
+Switch::Switch(const Config& cfg)
+    : cfg_(cfg), model_(cfg.physnets), publisher_(&shared_), dp_used_(dp::kMaxPorts, false) {
+  for (uint16_t s = dp::kMaxLearned; s > 0; s--) free_learn_slots_.push_back(s - 1);
+}
+
+Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
+  std::unique_ptr<Switch> sw(new Switch(cfg));
+  const auto n_workers = static_cast<uint16_t>(cfg.worker_lcores.size());
+  if (n_workers == 0 || n_workers > dp::kMaxWorkers)
+    return invalid("datapath.workers: between 1 and " + std::to_string(dp::kMaxWorkers));
+  for (unsigned lc : cfg.worker_lcores) {
+    if (!rte_lcore_is_enabled(lc) || lc == rte_get_main_lcore())
+      return invalid("datapath.workers: lcore " + std::to_string(lc) +
+                     " is not an EAL worker lcore (give it to EAL with -l/--lcores, "
+                     "and keep it off the main lcore)");
+  }
+  // Sized from what polls: every worker may hold a burst per port queue, and
+  // each rx ring is filled. Devices come and go; this covers the physnets
+  // plus a few dozen queues, and straitd reports it.
+  const unsigned n_mbufs = std::max<unsigned>(
+      kMinMbufs, kMbufsPerQueue * (cfg.physnets.size() + 4) * n_workers);
+  sw->pool_ = rte_pktmbuf_pool_create("strait_mbufs", n_mbufs, 256, 0,
+                                      RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  if (!sw->pool_)
+    return Error{"resource_exhausted", "mbuf pool of " + std::to_string(n_mbufs) +
+                                           " buffers: " + rte_strerror(rte_errno) +
+                                           " (give EAL more memory: -m)"};
+  spdlog::info("mbuf pool: {} buffers of {} bytes", n_mbufs, RTE_MBUF_DEFAULT_BUF_SIZE);
+  const size_t qsz = rte_rcu_qsbr_get_memsize(n_workers);
+  sw->shared_.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("strait_qsbr", qsz, RTE_CACHE_LINE_SIZE));
+  if (!sw->shared_.qsbr || rte_rcu_qsbr_init(sw->shared_.qsbr, n_workers) != 0)
+    return Error{"internal", "rte_rcu_qsbr init failed"};
+  sw->shared_.pool = sw->pool_;
+  for (uint16_t w = 0; w < n_workers; w++)
+    sw->workers_.push_back(std::make_unique<dp::Worker>(
+        w, cfg.worker_lcores[w], &sw->shared_, cfg.flow_cache_entries, cfg.idle_sleep_us));
+  sw->rxq_load_.assign(n_workers, 0);
+  sw->start_tsc_ = rte_rdtsc();
+  if (Status st = sw->open_physnets(); !st) return st.error();
+  sw->republish();
+  return sw;
+}
+
+Switch::~Switch() {
+  stop_workers();
+  for (auto& [id, p] : ports_) close_ethdev(p.dev);
+  for (auto& [name, u] : uplinks_) close_ethdev(u.dev);
+  ports_.clear();
+  uplinks_.clear();
+  rte_free(shared_.qsbr);
+  // The pool goes with the EAL; devices closed above no longer reference it.
+}
+
+Status Switch::open_physnets() {
+  for (const auto& [name, devargs] : cfg_.physnets) {
+    auto dev = open_ethdev(devargs, pool_, static_cast<uint16_t>(workers_.size()));
+    if (!dev) return Error{"device_error", "physnets." + name + ".device: " + dev.error().message};
+    auto idx = alloc_dp();
+    Uplink u{DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true}, *dev};
+    uplinks_.emplace(name, std::move(u));
+  }
+  return ok();
+}
+
+void Switch::start_workers() {
+  if (running_) return;
+  shared_.stop.store(false, std::memory_order_relaxed);
+  for (auto& w : workers_) rte_eal_remote_launch(&dp::Worker::lcore_main, w.get(), w->lcore());
+  running_ = true;
+}
+
+void Switch::stop_workers() {
+  if (!running_) return;
+  shared_.stop.store(true, std::memory_order_relaxed);
+  for (auto& w : workers_) rte_eal_wait_lcore(w->lcore());
+  running_ = false;
+  publisher_.poll();  // no worker is online: every grace period is over
+}
+
+void Switch::republish() {
+  BuildInput in;
+  in.model = &model_;
+  in.n_workers = static_cast<uint16_t>(workers_.size());
+  for (const auto& [id, p] : ports_) in.ports.emplace(id, p.dp);
+  for (const auto& [name, u] : uplinks_) in.uplinks.emplace(name, u.dp);
+  for (const auto& [key, l] : learned_) {
+    Mac mac;
+    for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
+    in.learned.push_back({static_cast<uint16_t>(key >> 48), mac, l.port, l.slot});
+  }
+  publisher_.publish(build_snapshot(in));
+}
+
+void Switch::reply_when_live(Done done, nlohmann::json result) {
+  publisher_.after_grace([done = std::move(done), result = std::move(result)]() mutable {
+    done({{"ok", true}, {"result", std::move(result)}});
+  });
+}
+
+std::optional<uint16_t> Switch::alloc_dp() {
+  for (uint16_t i = 0; i < dp::kMaxPorts; i++)
+    if (!dp_used_[i]) {
+      dp_used_[i] = true;
+      return i;
+    }
+  return std::nullopt;
+}
+
+void Switch::free_dp(uint16_t dp) { dp_used_[dp] = false; }
+
+// Each rx queue goes to the worker owning the fewest, and stays there until
+// its port goes: two workers must never poll one queue, which moving it
+// between snapshots could cause while both generations are live.
+std::vector<uint16_t> Switch::assign_rx_queues(uint16_t n_rxq) {
+  std::vector<uint16_t> owner;
+  for (uint16_t q = 0; q < n_rxq; q++) {
+    auto w = static_cast<uint16_t>(
+        std::min_element(rxq_load_.begin(), rxq_load_.end()) - rxq_load_.begin());
+    rxq_load_[w]++;
+    owner.push_back(w);
+  }
+  return owner;
+}
+
+void Switch::poll() {
+  shared_.now_sec.store(static_cast<uint32_t>((rte_rdtsc() - start_tsc_) / rte_get_tsc_hz()),
+                        std::memory_order_relaxed);
+  publisher_.poll();
+  drain_learn_events();
+  age_learned();
+}
+
+void Switch::drain_learn_events() {
+  bool changed = false;
+  const dp::Snapshot* s = publisher_.current();
+  const uint32_t now = shared_.now_sec.load(std::memory_order_relaxed);
+  for (auto& w : workers_) {
+    dp::LearnEvent ev;
+    while (w->learn_queue().pop(ev)) {
+      const uint64_t key = dp::Fdb::make_key(ev.lvlan, ev.mac);
+      if (learned_.count(key) || s->fdb.find(ev.lvlan, ev.mac)) continue;
+      size_t in_net = 0;
+      for (const auto& [k, l] : learned_) in_net += (k >> 48) == ev.lvlan;
+      if (in_net >= kMaxLearnedPerNetwork || free_learn_slots_.empty()) continue;  // flood on
+      const uint16_t slot = free_learn_slots_.back();
+      free_learn_slots_.pop_back();
+      learned_.emplace(key, Learned{ev.port, slot, now});
+      changed = true;
+    }
+  }
+  if (changed) republish();
+}
+
+void Switch::age_learned() {
+  const uint32_t now = shared_.now_sec.load(std::memory_order_relaxed);
+  if (now == last_age_sec_) return;
+  last_age_sec_ = now;
+  bool changed = false;
+  for (auto it = learned_.begin(); it != learned_.end();) {
+    uint32_t seen = it->second.created;
+    for (auto& w : workers_) seen = std::max(seen, w->learn_seen(it->second.slot));
+    if (now - seen > kMacAgingSec) {
+      free_learn_slots_.push_back(it->second.slot);
+      it = learned_.erase(it);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  if (changed) republish();
+}
+
+std::vector<uint64_t> Switch::port_counter_sums(uint16_t dp) const {
+  std::vector<uint64_t> v(4 + dp::kNumDropReasons, 0);
+  for (const auto& w : workers_) {
+    const dp::PortCounters& c = w->stats().ports[dp];
+    v[0] += dp::read(c.rx_packets);
+    v[1] += dp::read(c.rx_bytes);
+    v[2] += dp::read(c.tx_packets);
+    v[3] += dp::read(c.tx_bytes);
+    for (unsigned r = 0; r < dp::kNumDropReasons; r++) v[4 + r] += dp::read(c.drops[r]);
+  }
+  return v;
+}
+
+}  // namespace strait::ctl

@@ -1,0 +1,107 @@
+#pragma once
+// The switch as the control thread sees it: desired state (Model), what is
+// live (devices, datapath indexes, learned MACs), the workers, and the
+// publisher. Every API change goes: validate all -> open devices -> commit
+// to the model -> publish one snapshot -> answer after the grace period.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <rte_mempool.h>
+
+#include "control/config.h"
+#include "control/ethdev.h"
+#include "control/model.h"
+#include "control/publisher.h"
+#include "control/snapshot_builder.h"
+#include "dataplane/worker.h"
+
+namespace strait::ctl {
+
+class Switch {
+ public:
+  // Reply to one API request: {"ok": true, "result": ...} or {"ok": false, "error": ...}.
+  using Done = std::function<void(nlohmann::json reply)>;
+
+  // EAL must be initialised and the config's worker lcores enabled.
+  static Result<std::unique_ptr<Switch>> create(const Config& cfg);
+  ~Switch();
+
+  void start_workers();
+  void stop_workers();
+
+  // Runs one API request. `done` is called exactly once: at once for
+  // queries and refusals, after the grace period for changes.
+  void call(const std::string& method, const nlohmann::json& params, Done done);
+  // Control-loop tick: grace periods, learned MACs, aging. Never blocks.
+  void poll();
+  // Whether poll() has work waiting on a grace period (poll more often).
+  bool busy() const { return publisher_.busy(); }
+
+  const Model& model() const { return model_; }
+  const Publisher& publisher() const { return publisher_; }
+  const std::vector<std::unique_ptr<dp::Worker>>& workers() const { return workers_; }
+  nlohmann::json show() const;
+  nlohmann::json stats() const;
+
+ private:
+  struct PortRuntime {
+    DpPort dp;
+    Ethdev dev;
+    std::vector<uint64_t> base;  // counters at bind (datapath indexes are reused)
+  };
+  struct Uplink {
+    DpPort dp;
+    Ethdev dev;
+  };
+  struct Learned {
+    uint16_t port;
+    uint16_t slot;
+    uint32_t created;
+  };
+
+  explicit Switch(const Config& cfg);
+  Status open_physnets();
+  void republish();
+
+  // API methods (switch_api.cc).
+  void network_create(const nlohmann::json& params, Done done);
+  void network_delete(const nlohmann::json& params, Done done);
+  void port_bind(const nlohmann::json& params, Done done);
+  void port_unbind(const nlohmann::json& params, Done done);
+  nlohmann::json network_json(const NetworkSpec& n) const;
+  nlohmann::json port_json(const PortSpec& p) const;
+  // Answers once every worker forwards by what is published now.
+  void reply_when_live(Done done, nlohmann::json result);
+
+  std::optional<uint16_t> alloc_dp();
+  void free_dp(uint16_t dp);
+  std::vector<uint16_t> assign_rx_queues(uint16_t n_rxq);
+  std::vector<uint64_t> port_counter_sums(uint16_t dp) const;
+  void drain_learn_events();
+  void age_learned();
+
+  Config cfg_;
+  Model model_;
+  dp::DataplaneShared shared_;
+  Publisher publisher_;
+  rte_mempool* pool_ = nullptr;
+  std::vector<std::unique_ptr<dp::Worker>> workers_;
+  std::vector<uint32_t> rxq_load_;  // rx queues owned per worker
+  bool running_ = false;
+
+  std::map<std::string, PortRuntime> ports_;  // by port id
+  std::map<std::string, Uplink> uplinks_;     // by physnet
+  std::vector<bool> dp_used_;
+  std::map<uint64_t, Learned> learned_;        // by Fdb::make_key
+  std::vector<uint16_t> free_learn_slots_;
+  uint64_t start_tsc_ = 0;
+  uint32_t last_age_sec_ = 0;
+};
+
+}  // namespace strait::ctl

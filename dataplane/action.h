@@ -1,0 +1,43 @@
+#pragma once
+// What the pipeline decided for a flow: cached per flow, executed per packet.
+#include <cstdint>
+
+#include "dataplane/drop_reasons.h"
+
+namespace strait::dp {
+
+inline constexpr uint16_t kNoPort = 0xffff;
+inline constexpr uint16_t kNoSlot = 0xffff;
+
+enum class ActionKind : uint8_t {
+  kDrop,    // count `reason`, free
+  kOutput,  // send to out_port with egress_vid
+  kFlood,   // replicate to the network's flood list, skipping the ingress port
+};
+
+// Action flags.
+inline constexpr uint8_t kActLearn = 1;          // source MAC unknown here: tell control
+inline constexpr uint8_t kActIngressTagged = 2;  // frame carries the network's tag: strip or rewrite
+
+struct Action {
+  ActionKind kind = ActionKind::kDrop;
+  DropReason reason = DropReason::kNone;  // kDrop only
+  uint8_t flags = 0;
+  uint8_t pad = 0;
+  uint16_t out_port = kNoPort;  // kOutput: datapath port index
+  uint16_t egress_vid = 0;      // kOutput: VLAN id to carry out, 0 = untagged
+  uint16_t lvlan = 0;           // the network's local VLAN (flood list, learning)
+  uint16_t mtu = 0;             // largest L3 length allowed; checked per packet, 0 = no check
+  uint16_t learn_slot = kNoSlot;  // learned-FDB slot this traffic keeps alive
+  uint16_t pad2 = 0;
+};
+static_assert(sizeof(Action) == 16);
+
+inline Action drop_action(DropReason r) {
+  Action a;
+  a.kind = ActionKind::kDrop;
+  a.reason = r;
+  return a;
+}
+
+}  // namespace strait::dp

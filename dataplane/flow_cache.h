@@ -1,0 +1,73 @@
+#pragma once
+// Per-worker exact-match flow cache (OVS's EMC, VPP's l2 input cache):
+// FlowKey -> Action. Owned by one worker, no sharing, no locks.
+//
+// Entries carry the generation of the snapshot their action was computed
+// from; a lookup under another generation is a miss, so publishing a snapshot
+// invalidates everything without walking the table (STYLE.md rule 7).
+//
+// Layout: 4-way set-associative buckets. Eviction policy, when a bucket is
+// full: reuse an entry of another generation first, else replace the way
+// named by the bucket's round-robin cursor (oldest insertion).
+#include <cstdint>
+#include <memory>
+
+#include "dataplane/action.h"
+#include "dataplane/flow_key.h"
+
+namespace strait::dp {
+
+class FlowCache {
+ public:
+  static constexpr uint32_t kWays = 4;
+
+  // `entries` is rounded up to a power of two (at least kWays).
+  explicit FlowCache(uint32_t entries);
+  ~FlowCache();
+  FlowCache(const FlowCache&) = delete;
+  FlowCache& operator=(const FlowCache&) = delete;
+
+  // Hash of the first key_bytes of key (kL2KeyBytes or kFullKeyBytes).
+  static uint32_t hash(const FlowKey& key, uint32_t key_bytes) noexcept;
+
+  // The action cached for this key under generation gen, or nullptr.
+  const Action* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
+                       uint32_t gen) noexcept;
+  // Caches action for key under gen. Returns true when a live entry (same
+  // generation, other key) had to be evicted.
+  bool insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, uint32_t gen,
+              const Action& action) noexcept;
+  void clear() noexcept;
+
+  uint32_t capacity() const { return n_buckets_ * kWays; }
+
+  // Visits every entry of generation gen (straitctl cache dump).
+  template <typename F>
+  void for_each(uint32_t gen, F&& f) const;
+
+ private:
+  struct Entry {
+    FlowKey key;
+    uint32_t hash;
+    uint32_t gen;       // 0 = empty (generations start at 1)
+    uint32_t key_bytes;
+    uint32_t pad;
+    Action action;
+  };
+  struct alignas(64) Bucket {
+    Entry e[kWays];
+    uint32_t cursor;
+  };
+  Bucket* buckets_ = nullptr;
+  uint32_t n_buckets_ = 0;
+  uint32_t mask_ = 0;
+};
+
+template <typename F>
+void FlowCache::for_each(uint32_t gen, F&& f) const {
+  for (uint32_t b = 0; b < n_buckets_; b++)
+    for (const Entry& e : buckets_[b].e)
+      if (e.gen == gen) f(e.key, e.key_bytes, e.action);
+}
+
+}  // namespace strait::dp

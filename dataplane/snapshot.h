@@ -1,0 +1,92 @@
+#pragma once
+// The immutable configuration every worker forwards by. The control thread
+// builds a new Snapshot for every change and publishes it with one pointer
+// swap (publisher in control/); workers only read it. Nothing in here is ever
+// modified after publication, so no field needs synchronisation.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/action.h"
+#include "dataplane/fdb.h"
+#include "dataplane/flow_key.h"
+
+namespace strait::dp {
+
+inline constexpr uint16_t kMaxPorts = 2048;   // datapath port indexes 0..kMaxPorts-1
+inline constexpr uint16_t kMaxWorkers = 64;
+inline constexpr uint16_t kMaxVlan = 4094;
+
+enum class PortRole : uint8_t {
+  kAccess,  // a VM's NIC: untagged, in exactly one network
+  kUplink,  // a physnet NIC: carries VLAN and flat networks of one physnet
+};
+
+enum class PortKind : uint8_t {
+  kEthdev,  // a DPDK ethdev (NIC or vdev)
+};
+
+enum class NetType : uint8_t { kLocal, kFlat, kVlan };
+
+// How a worker transmits to one port.
+struct TxQueue {
+  uint16_t queue = 0;
+  bool shared = false;  // other workers use this queue too: take the port's tx lock per burst
+};
+
+struct PortEntry {
+  bool present = false;  // index in use in this snapshot
+  bool enabled = false;  // forwards: binding complete and device live (F6)
+  PortRole role = PortRole::kAccess;
+  PortKind kind = PortKind::kEthdev;
+  uint16_t ethdev = 0;       // DPDK port id (kEthdev)
+  uint16_t lvlan = 0;        // kAccess: the network's local VLAN
+  uint16_t uplink_map = 0;   // kUplink: index into Snapshot::uplinks
+  uint32_t key_bytes = kL2KeyBytes;  // flow-cache key scope of frames from this port
+  uint8_t mac[6] = {};
+  std::array<TxQueue, kMaxWorkers> txq{};  // indexed by worker
+};
+
+// A physnet NIC's VLAN id -> network map.
+struct UplinkMap {
+  std::array<uint16_t, 4096> vid_to_lvlan{};  // 0 = no network
+  uint16_t flat_lvlan = 0;                    // untagged frames; 0 = none
+};
+
+struct FloodTarget {
+  uint16_t port;
+  uint16_t egress_vid;  // 0 = untagged
+};
+
+struct Network {
+  bool present = false;
+  NetType type = NetType::kLocal;
+  uint16_t seg_id = 0;       // VLAN id on the physnet (kVlan)
+  uint16_t mtu = 1500;
+  uint16_t uplink = kNoPort;  // datapath port of the physnet NIC (kVlan, kFlat)
+  std::vector<FloodTarget> flood;  // every port of the network, uplink included
+};
+
+struct RxQueue {
+  uint16_t port;   // datapath port index
+  uint16_t queue;  // rx queue id on that port
+};
+
+struct Snapshot {
+  uint32_t generation = 1;  // never 0 (0 marks an empty flow-cache entry)
+  uint16_t n_workers = 0;
+  std::vector<PortEntry> ports;                  // size kMaxPorts, by datapath index
+  std::array<Network, 4096> networks{};          // by local VLAN (1..4094)
+  std::vector<UplinkMap> uplinks;
+  Fdb fdb;
+  std::vector<std::vector<RxQueue>> rx_by_worker;  // what each worker polls
+
+  Snapshot() : ports(kMaxPorts) {}
+  const PortEntry* port(uint16_t idx) const {
+    return idx < ports.size() && ports[idx].present ? &ports[idx] : nullptr;
+  }
+};
+
+}  // namespace strait::dp

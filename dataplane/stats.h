@@ -1,0 +1,38 @@
+#pragma once
+// Per-worker counters. Each WorkerStats is written by its worker only and
+// read by the control thread: relaxed atomics, so reading never slows a
+// worker (no shared cache line is written by two threads) and no read tears.
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/drop_reasons.h"
+#include "dataplane/snapshot.h"
+
+namespace strait::dp {
+
+using Counter = std::atomic<uint64_t>;
+
+// Single-writer increment: a plain load/add/store, no locked instruction.
+inline void bump(Counter& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+inline uint64_t read(const Counter& c) { return c.load(std::memory_order_relaxed); }
+
+struct PortCounters {
+  Counter rx_packets{0}, rx_bytes{0}, tx_packets{0}, tx_bytes{0};
+  Counter drops[kNumDropReasons] = {};
+};
+
+struct alignas(64) WorkerStats {
+  Counter iterations{0};
+  Counter busy_cycles{0};   // TSC cycles of iterations that moved packets
+  Counter idle_cycles{0};   // TSC cycles of empty iterations
+  Counter packets{0};       // received
+  Counter cache_hits{0}, cache_misses{0}, cache_evictions{0};
+  Counter learn_events_lost{0};  // up-queue full
+  Counter generation{0};    // last snapshot generation this worker forwarded by
+  Counter drops[kNumDropReasons] = {};
+  PortCounters ports[kMaxPorts];  // by datapath port index
+};
+
+}  // namespace strait::dp

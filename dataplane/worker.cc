@@ -1,0 +1,236 @@
+#include "dataplane/worker.h"
+
+#include <cstring>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include "dataplane/parse.h"
+#include "dataplane/pipeline.h"
+
+namespace strait::dp {
+
+DataplaneShared::DataplaneShared() {
+  for (auto& port : txq_lock)
+    for (auto& l : port) rte_spinlock_init(&l);
+}
+
+Worker::Worker(uint16_t id, unsigned lcore, DataplaneShared* shared, uint32_t cache_entries,
+               uint32_t idle_sleep_us)
+    : id_(id),
+      lcore_(lcore),
+      shared_(shared),
+      idle_sleep_us_(idle_sleep_us),
+      cache_(cache_entries),
+      stats_(std::make_unique<WorkerStats>()),
+      tx_(std::make_unique<TxBuffer[]>(kMaxPorts)),
+      tx_dirty_(std::make_unique<uint16_t[]>(kMaxPorts)),
+      learn_seen_(std::make_unique<std::atomic<uint32_t>[]>(kMaxLearned)) {}
+
+Worker::~Worker() = default;
+
+int Worker::lcore_main(void* arg) { return static_cast<Worker*>(arg)->run(); }
+
+int Worker::run() noexcept {
+  rte_rcu_qsbr_thread_register(shared_->qsbr, id_);
+  rte_rcu_qsbr_thread_online(shared_->qsbr, id_);
+  uint32_t last_gen = 0;
+  uint64_t prev = rte_rdtsc();
+  while (!shared_->stop.load(std::memory_order_relaxed)) {
+    const Snapshot* s = shared_->snapshot.load(std::memory_order_acquire);
+    uint32_t moved = 0;
+    if (s) {
+      // Generations only grow; a smaller one means the counter wrapped and
+      // old entries could look current again.
+      if (s->generation < last_gen) cache_.clear();
+      last_gen = s->generation;
+      for (const RxQueue& q : s->rx_by_worker[id_]) moved += poll(*s, q);
+      flush_all(*s);
+      stats_->generation.store(s->generation, std::memory_order_relaxed);
+    }
+    // Nothing of `s` is used past this point.
+    rte_rcu_qsbr_quiescent(shared_->qsbr, id_);
+    bump(stats_->iterations);
+    uint64_t now = rte_rdtsc();
+    bump(moved ? stats_->busy_cycles : stats_->idle_cycles, now - prev);
+    prev = now;
+    if (moved == 0 && idle_sleep_us_) {
+      // Offline while asleep, so a grace period never waits for the nap.
+      rte_rcu_qsbr_thread_offline(shared_->qsbr, id_);
+      rte_delay_us_sleep(idle_sleep_us_);
+      rte_rcu_qsbr_thread_online(shared_->qsbr, id_);
+      prev = rte_rdtsc();
+    }
+  }
+  rte_rcu_qsbr_thread_offline(shared_->qsbr, id_);
+  rte_rcu_qsbr_thread_unregister(shared_->qsbr, id_);
+  return 0;
+}
+
+uint16_t Worker::poll(const Snapshot& s, const RxQueue& q) noexcept {
+  const PortEntry* p = s.port(q.port);
+  if (!p) return 0;
+  rte_mbuf* pkts[kBurst];
+  uint16_t n = rte_eth_rx_burst(p->ethdev, q.queue, pkts, kBurst);
+  if (n) process(s, *p, q.port, pkts, n);
+  return n;
+}
+
+void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
+                     uint16_t n) noexcept {
+  FlowKey keys[kBurst];
+  PacketMeta meta[kBurst];
+  uint32_t hashes[kBurst];
+  bool ok[kBurst];
+  const ParseOptions opts{};
+  PortCounters& pc = stats_->ports[in_idx];
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < n; i++) {
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    rte_mbuf* m = pkts[i];
+    bytes += rte_pktmbuf_pkt_len(m);
+    DropReason r = parse_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m),
+                               in_idx, opts, &keys[i], &meta[i]);
+    ok[i] = r == DropReason::kNone;
+    if (!ok[i]) {
+      drop(m, in_idx, r);
+      continue;
+    }
+    hashes[i] = FlowCache::hash(keys[i], in.key_bytes);
+  }
+  bump(pc.rx_packets, n);
+  bump(pc.rx_bytes, bytes);
+  bump(stats_->packets, n);
+
+  uint64_t hits = 0, misses = 0, evictions = 0;
+  for (uint16_t i = 0; i < n; i++) {
+    if (!ok[i]) continue;
+    Action a;
+    if (const Action* cached = cache_.lookup(keys[i], hashes[i], in.key_bytes, s.generation)) {
+      a = *cached;  // copied: a later insert in this burst may reuse the entry
+      hits++;
+    } else {
+      a = pipeline_decide(s, keys[i]);
+      evictions += cache_.insert(keys[i], hashes[i], in.key_bytes, s.generation, a);
+      misses++;
+      if (a.flags & kActLearn) learn(keys[i], a);
+    }
+    execute(s, pkts[i], keys[i], meta[i], a);
+  }
+  bump(stats_->cache_hits, hits);
+  bump(stats_->cache_misses, misses);
+  bump(stats_->cache_evictions, evictions);
+}
+
+// Rewrites the frame's outer tag for the egress port: the ingress frame is
+// tagged with the network's tag (kActIngressTagged) or untagged.
+static bool set_vlan(rte_mbuf*& m, bool ingress_tagged, uint16_t egress_vid) noexcept {
+  if (ingress_tagged && egress_vid == 0) return rte_vlan_strip(m) == 0;
+  if (!ingress_tagged && egress_vid != 0) {
+    m->vlan_tci = egress_vid;
+    return rte_vlan_insert(&m) == 0;
+  }
+  if (ingress_tagged && egress_vid != 0) {
+    auto* vh = rte_pktmbuf_mtod_offset(m, rte_vlan_hdr*, sizeof(rte_ether_hdr));
+    uint16_t tci = rte_be_to_cpu_16(vh->vlan_tci);
+    vh->vlan_tci = rte_cpu_to_be_16((tci & 0xf000) | egress_vid);
+  }
+  return true;
+}
+
+void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
+                     const Action& a) noexcept {
+  if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
+  if (a.mtu && rte_pktmbuf_pkt_len(m) - meta.l2_len > a.mtu)
+    return drop(m, key.in_port, DropReason::kMtuExceeded);
+  if (a.learn_slot != kNoSlot)
+    learn_seen_[a.learn_slot].store(shared_->now_sec.load(std::memory_order_relaxed),
+                                    std::memory_order_relaxed);
+  if (a.kind == ActionKind::kFlood) return flood(s, m, key, a);
+  if (!set_vlan(m, a.flags & kActIngressTagged, a.egress_vid))
+    return drop(m, key.in_port, DropReason::kNoMbuf);
+  enqueue(s, a.out_port, m);
+}
+
+void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Action& a) noexcept {
+  const std::vector<FloodTarget>& targets = s.networks[a.lvlan].flood;
+  const bool tagged = a.flags & kActIngressTagged;
+  // The original goes to the last target; the others get copies (their tags
+  // may differ, so no shared buffers).
+  size_t last = targets.size();
+  while (last > 0 && targets[last - 1].port == key.in_port) last--;
+  for (size_t i = 0; i < last; i++) {
+    const FloodTarget& t = targets[i];
+    if (t.port == key.in_port) continue;
+    rte_mbuf* out = (i + 1 == last) ? m : rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX);
+    if (!out || !set_vlan(out, tagged, t.egress_vid)) {
+      if (out) rte_pktmbuf_free(out);
+      bump(stats_->drops[static_cast<unsigned>(DropReason::kNoMbuf)]);
+      bump(stats_->ports[t.port].drops[static_cast<unsigned>(DropReason::kNoMbuf)]);
+      continue;
+    }
+    enqueue(s, t.port, out);
+  }
+  if (last == 0) drop(m, key.in_port, DropReason::kFloodNoTarget);
+}
+
+void Worker::enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept {
+  TxBuffer& b = tx_[port];
+  if (!b.queued) {
+    b.queued = true;
+    tx_dirty_[n_dirty_++] = port;
+  }
+  b.pkts[b.n++] = m;
+  if (b.n == kBurst) flush(s, port);
+}
+
+void Worker::flush(const Snapshot& s, uint16_t port) noexcept {
+  TxBuffer& b = tx_[port];
+  if (b.n == 0) return;
+  const PortEntry* p = s.port(port);
+  uint16_t sent = 0;
+  uint64_t bytes = 0;
+  if (p && p->enabled) {
+    for (uint16_t i = 0; i < b.n; i++) bytes += rte_pktmbuf_pkt_len(b.pkts[i]);
+    const TxQueue& q = p->txq[id_];
+    if (q.shared) rte_spinlock_lock(&shared_->txq_lock[p->ethdev][q.queue]);
+    sent = rte_eth_tx_burst(p->ethdev, q.queue, b.pkts, b.n);
+    if (q.shared) rte_spinlock_unlock(&shared_->txq_lock[p->ethdev][q.queue]);
+    for (uint16_t i = sent; i < b.n; i++) bytes -= rte_pktmbuf_pkt_len(b.pkts[i]);
+  }
+  PortCounters& pc = stats_->ports[port];
+  bump(pc.tx_packets, sent);
+  bump(pc.tx_bytes, bytes);
+  if (sent < b.n) {
+    const DropReason r = p && p->enabled ? DropReason::kTxFull : DropReason::kPortDown;
+    rte_pktmbuf_free_bulk(b.pkts + sent, b.n - sent);
+    bump(pc.drops[static_cast<unsigned>(r)], b.n - sent);
+    bump(stats_->drops[static_cast<unsigned>(r)], b.n - sent);
+  }
+  b.n = 0;
+}
+
+void Worker::flush_all(const Snapshot& s) noexcept {
+  for (uint16_t i = 0; i < n_dirty_; i++) {
+    flush(s, tx_dirty_[i]);
+    tx_[tx_dirty_[i]].queued = false;
+  }
+  n_dirty_ = 0;
+}
+
+void Worker::drop(rte_mbuf* m, uint16_t port, DropReason r) noexcept {
+  rte_pktmbuf_free(m);
+  bump(stats_->drops[static_cast<unsigned>(r)]);
+  if (port < kMaxPorts) bump(stats_->ports[port].drops[static_cast<unsigned>(r)]);
+}
+
+void Worker::learn(const FlowKey& key, const Action& a) noexcept {
+  LearnEvent ev{a.lvlan, key.in_port, {}};
+  std::memcpy(ev.mac, key.dl_src, 6);
+  if (!learn_q_.push(ev)) bump(stats_->learn_events_lost);
+}
+
+}  // namespace strait::dp

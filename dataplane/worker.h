@@ -1,0 +1,111 @@
+#pragma once
+// A poll-mode worker: owns the (port, rx queue) pairs the snapshot gives it
+// and runs to completion: rx burst -> parse -> flow cache -> (miss: pipeline)
+// -> actions -> tx batched per output port. It never waits on the control
+// thread and takes no lock, except a per-burst lock on a tx queue that more
+// workers than queues share.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include <boost/lockfree/spsc_queue.hpp>
+#include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_spinlock.h>
+
+#include "dataplane/flow_cache.h"
+#include "dataplane/snapshot.h"
+#include "dataplane/stats.h"
+
+struct rte_mbuf;
+
+namespace strait::dp {
+
+inline constexpr uint16_t kBurst = 32;
+inline constexpr uint16_t kMaxLearned = 8192;  // learned-MAC slots, switch-wide
+inline constexpr uint16_t kMaxTxQueues = 64;
+
+// Worker -> control: "this source MAC appeared behind this uplink".
+struct LearnEvent {
+  uint16_t lvlan;
+  uint16_t port;
+  uint8_t mac[6];
+};
+using LearnQueue = boost::lockfree::spsc_queue<LearnEvent, boost::lockfree::capacity<1024>>;
+
+// State every worker reads; owned by the control thread, outlives the workers.
+struct DataplaneShared {
+  // The live snapshot. Control: store(release) after building it completely;
+  // workers: load(acquire) once per iteration and use nothing else until
+  // their next quiescent report (rte_rcu_qsbr), which is what lets the
+  // control thread free the old one after a grace period.
+  std::atomic<const Snapshot*> snapshot{nullptr};
+  rte_rcu_qsbr* qsbr = nullptr;
+  rte_mempool* pool = nullptr;  // flood replicas
+  std::atomic<bool> stop{false};
+  // One lock per (ethdev, tx queue) shared by several workers; taken per burst.
+  rte_spinlock_t txq_lock[RTE_MAX_ETHPORTS][kMaxTxQueues];
+  // Coarse clock for learned-MAC aging: seconds since start, written by the
+  // control thread, read by workers (relaxed: a second off is harmless).
+  std::atomic<uint32_t> now_sec{0};
+
+  DataplaneShared();
+};
+
+class Worker {
+ public:
+  Worker(uint16_t id, unsigned lcore, DataplaneShared* shared, uint32_t cache_entries,
+         uint32_t idle_sleep_us);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The worker's loop; returns once shared->stop is set. `arg` is the Worker.
+  static int lcore_main(void* arg);
+
+  uint16_t id() const { return id_; }
+  unsigned lcore() const { return lcore_; }
+  const WorkerStats& stats() const { return *stats_; }
+  LearnQueue& learn_queue() { return learn_q_; }
+  // Last second (DataplaneShared::now_sec) traffic refreshed learned slot i.
+  uint32_t learn_seen(uint16_t slot) const {
+    return learn_seen_[slot].load(std::memory_order_relaxed);
+  }
+  // Entries of the live generation (control thread, racy by design: a
+  // diagnostic snapshot of a cache the worker keeps changing).
+  const FlowCache& cache() const { return cache_; }
+
+ private:
+  struct TxBuffer {
+    uint16_t n = 0;
+    bool queued = false;  // listed in tx_dirty_ for this iteration's flush
+    rte_mbuf* pkts[kBurst];
+  };
+
+  int run() noexcept;
+  uint16_t poll(const Snapshot& s, const RxQueue& q) noexcept;
+  void process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
+               uint16_t n) noexcept;
+  void execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
+               const Action& a) noexcept;
+  void flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Action& a) noexcept;
+  void enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept;
+  void flush(const Snapshot& s, uint16_t port) noexcept;
+  void flush_all(const Snapshot& s) noexcept;
+  void drop(rte_mbuf* m, uint16_t port, DropReason r) noexcept;
+  void learn(const FlowKey& key, const Action& a) noexcept;
+
+  const uint16_t id_;
+  const unsigned lcore_;
+  DataplaneShared* const shared_;
+  const uint32_t idle_sleep_us_;
+  FlowCache cache_;
+  std::unique_ptr<WorkerStats> stats_;
+  std::unique_ptr<TxBuffer[]> tx_;          // by datapath port
+  std::unique_ptr<uint16_t[]> tx_dirty_;    // ports with buffered frames
+  uint16_t n_dirty_ = 0;
+  LearnQueue learn_q_;
+  std::unique_ptr<std::atomic<uint32_t>[]> learn_seen_;  // by learned slot
+};
+
+}  // namespace strait::dp

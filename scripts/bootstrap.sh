@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Strait needs to build, test, demo and bench, from Debian's
+# packages. Idempotent: does nothing when everything is already there.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  libdpdk-dev dpdk dpdk-dev libnuma-dev libpcap-dev
+  libboost-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
+  libspdlog-dev libfmt-dev libpugixml-dev libsqlite3-dev libvirt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-scapy python3-pytest tshark iproute2 procps
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "bootstrap: run as root to install: ${missing[*]}" >&2; exit 1; }
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
