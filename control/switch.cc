@@ -71,7 +71,7 @@ Switch::~Switch() {
   ports_.clear();
   uplinks_.clear();
   rte_free(shared_.qsbr);
-  // The pool goes with the EAL; devices closed above no longer reference it.
+  rte_mempool_free(pool_);  // every device that drew from it is closed
 }
 
 Status Switch::open_physnets() {
