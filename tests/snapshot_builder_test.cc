@@ -1,0 +1,146 @@
+// The snapshot builder, and the pipeline's decisions on what it builds.
+#include "control/snapshot_builder.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "dataplane/pipeline.h"
+
+namespace strait::ctl {
+namespace {
+
+using dp::ActionKind;
+using dp::DropReason;
+
+class BuilderTest : public ::testing::Test {
+ protected:
+  BuilderTest() : model_(std::map<std::string, std::string>{{"physnet1", "net_ring_phys"}}) {
+    in_.model = &model_;
+    in_.n_workers = 2;
+    in_.uplinks["physnet1"] = DpPort{0, 10, {0}, 1, true};
+  }
+  void net(const std::string& id, const std::string& type, int seg = 0, int mtu = 1500) {
+    nlohmann::json j = {{"id", id}, {"type", type}, {"mtu", mtu}};
+    if (type != "local") j["physnet"] = "physnet1";
+    if (type == "vlan") j["segmentation_id"] = seg;
+    ASSERT_TRUE(model_.add_network(*parse_network(j)).ok());
+  }
+  void port(int n, const std::string& network, const std::string& mac, bool live = true) {
+    char id[40];
+    snprintf(id, sizeof(id), "00000000-0000-4000-8000-%012d", n);
+    auto spec = parse_port({{"id", id}, {"network", network}, {"mac", mac},
+                            {"attach", {{"type", "ethdev"}, {"devargs", "net_ring_vm" + std::to_string(n)}}}});
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    ASSERT_TRUE(model_.add_port(*spec).ok());
+    in_.ports[id] = DpPort{static_cast<uint16_t>(n), static_cast<uint16_t>(10 + n),
+                           {static_cast<uint16_t>(n % 2)}, 1, live};
+  }
+  dp::FlowKey key(uint16_t in_port, const std::string& src, const std::string& dst, int vid = -1) {
+    dp::FlowKey k{};
+    k.in_port = in_port;
+    auto s = *parse_mac(src), d = *parse_mac(dst);
+    std::copy(s.begin(), s.end(), k.dl_src);
+    std::copy(d.begin(), d.end(), k.dl_dst);
+    k.dl_type = 0x0800;
+    if (vid >= 0) {
+      k.n_tags = 1;
+      k.vlan_tpid = 0x8100;
+      k.vlan_tci = static_cast<uint16_t>(vid);
+    }
+    return k;
+  }
+  dp::Action decide(const dp::FlowKey& k) { return dp::pipeline_decide(*build_snapshot(in_), k); }
+
+  Model model_;
+  BuildInput in_;
+};
+
+TEST_F(BuilderTest, VmToKnownVmIsUnicastUntagged) {
+  net("n1", "vlan", 100);
+  port(1, "n1", "02:00:00:00:00:01");
+  port(2, "n1", "02:00:00:00:00:02");
+  auto a = decide(key(1, "02:00:00:00:00:01", "02:00:00:00:00:02"));
+  EXPECT_EQ(a.kind, ActionKind::kOutput);
+  EXPECT_EQ(a.out_port, 2);
+  EXPECT_EQ(a.egress_vid, 0);
+}
+
+TEST_F(BuilderTest, UnknownUnicastFloodsWithPerTargetTags) {
+  net("n1", "vlan", 100);
+  port(1, "n1", "02:00:00:00:00:01");
+  port(2, "n1", "02:00:00:00:00:02");
+  auto s = build_snapshot(in_);
+  auto a = dp::pipeline_decide(*s, key(1, "02:00:00:00:00:01", "02:00:00:00:00:99"));
+  ASSERT_EQ(a.kind, ActionKind::kFlood);
+  const auto& flood = s->networks[a.lvlan].flood;
+  ASSERT_EQ(flood.size(), 3u);
+  EXPECT_EQ(flood[0].port, 0);  // the uplink carries the segmentation id
+  EXPECT_EQ(flood[0].egress_vid, 100);
+  EXPECT_EQ(flood[1].egress_vid, 0);
+}
+
+TEST_F(BuilderTest, PortNotLiveForwardsNothingAndIsNotFlooded) {
+  net("n1", "local");
+  port(1, "n1", "02:00:00:00:00:01");
+  port(2, "n1", "02:00:00:00:00:02", /*live=*/false);
+  EXPECT_EQ(decide(key(2, "02:00:00:00:00:02", "02:00:00:00:00:01")).reason, DropReason::kPortDown);
+  // Flood from port 1 has nobody to reach.
+  EXPECT_EQ(decide(key(1, "02:00:00:00:00:01", "ff:ff:ff:ff:ff:ff")).reason,
+            DropReason::kFloodNoTarget);
+}
+
+TEST_F(BuilderTest, UplinkMapsVlanToNetworkAndLearnsUnknownSources) {
+  net("n1", "vlan", 100);
+  net("n2", "vlan", 200);
+  port(1, "n1", "02:00:00:00:00:01");
+  port(2, "n2", "02:00:00:00:00:01");  // same MAC, other network
+  auto a = decide(key(0, "02:00:00:00:99:99", "02:00:00:00:00:01", 200));
+  EXPECT_EQ(a.kind, ActionKind::kOutput);
+  EXPECT_EQ(a.out_port, 2);
+  EXPECT_TRUE(a.flags & dp::kActIngressTagged);
+  EXPECT_TRUE(a.flags & dp::kActLearn);
+  EXPECT_EQ(decide(key(0, "02:00:00:00:99:99", "02:00:00:00:00:01", 300)).reason,
+            DropReason::kUnknownVlan);
+  EXPECT_EQ(decide(key(0, "02:00:00:00:99:99", "02:00:00:00:00:01")).reason,
+            DropReason::kNoFlatNetwork);
+}
+
+TEST_F(BuilderTest, LearnedMacIsUnicastToUplinkAndStaticEntryWins) {
+  net("n1", "vlan", 100);
+  port(1, "n1", "02:00:00:00:00:01");
+  const uint16_t lvlan = model_.local_vlan("n1");
+  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:99:99"), 0, 7});
+  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:00:01"), 0, 8});  // a VM's MAC seen outside
+  auto a = decide(key(1, "02:00:00:00:00:01", "02:00:00:00:99:99"));
+  EXPECT_EQ(a.kind, ActionKind::kOutput);
+  EXPECT_EQ(a.out_port, 0);
+  EXPECT_EQ(a.egress_vid, 100);
+  auto b = decide(key(0, "02:00:00:00:99:99", "02:00:00:00:00:01", 100));
+  EXPECT_EQ(b.out_port, 1);  // the bound port's static entry, not the learned one
+  EXPECT_EQ(b.learn_slot, 7);
+  EXPECT_FALSE(b.flags & dp::kActLearn);
+}
+
+TEST_F(BuilderTest, RxQueuesFollowTheirOwnerAndTxQueuesAreSharedWhenFewer) {
+  net("n1", "local");
+  port(1, "n1", "02:00:00:00:00:01");
+  port(2, "n1", "02:00:00:00:00:02");
+  auto s = build_snapshot(in_);
+  ASSERT_EQ(s->rx_by_worker.size(), 2u);
+  EXPECT_EQ(s->rx_by_worker[0].size(), 2u);  // uplink + port 2
+  EXPECT_EQ(s->rx_by_worker[1].size(), 1u);  // port 1
+  EXPECT_TRUE(s->ports[1].txq[0].shared);   // 2 workers, 1 tx queue
+  EXPECT_EQ(tx_queue_for(3, 4, 2).queue, 1);
+  EXPECT_FALSE(tx_queue_for(1, 2, 2).shared);
+  EXPECT_TRUE(tx_queue_for(1, 4, 2).shared);
+}
+
+TEST_F(BuilderTest, NetworkWithoutPortsHereIsAbsent) {
+  net("n1", "vlan", 100);
+  auto s = build_snapshot(in_);
+  for (const auto& n : s->networks) EXPECT_FALSE(n.present);
+  EXPECT_EQ(s->uplinks[0].vid_to_lvlan[100], 0);
+}
+
+}  // namespace
+}  // namespace strait::ctl
