@@ -1,0 +1,257 @@
+#include "control/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+#include <initializer_list>
+#include <sstream>
+#include <sys/un.h>
+
+#include <toml++/toml.h>
+
+#include "control/model.h"
+
+namespace strait::ctl {
+namespace {
+
+bool is_bare_key(std::string_view k) {
+  return !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           c == '_' || c == '-';
+  });
+}
+
+// A key as TOML would write it after `prefix`: physnets."a.b".device.
+std::string key_path(std::string_view prefix, std::string_view key) {
+  std::string k;
+  if (is_bare_key(key)) {
+    k = key;
+  } else {
+    k = "\"";
+    for (char c : key) {
+      if (c == '"' || c == '\\') k += '\\';
+      k += c;
+    }
+    k += '"';
+  }
+  return prefix.empty() ? k : std::string(prefix) + "." + k;
+}
+
+// What the user wrote, for "expected X, got Y".
+std::string describe(const toml::node& n) {
+  if (auto s = n.as_string()) return "\"" + s->get() + "\"";
+  if (auto i = n.as_integer()) return "integer " + std::to_string(i->get());
+  if (auto f = n.as_floating_point()) {
+    std::ostringstream o;
+    o << f->get();
+    return "float " + o.str();
+  }
+  if (auto b = n.as_boolean()) return b->get() ? "true" : "false";
+  if (n.is_table()) return "a table";
+  if (n.is_array()) return "an array";
+  return "a date/time";
+}
+
+// Walks the document; every error carries the origin and the key path.
+class Reader {
+ public:
+  explicit Reader(const std::string& origin) : origin_(origin) {}
+
+  Error error(const std::string& path, const std::string& problem) const {
+    return invalid("config " + origin_ + ": " + path + ": " + problem);
+  }
+
+  Status known_keys(const toml::table& t, std::string_view prefix,
+                    std::initializer_list<std::string_view> known) const {
+    for (auto&& [k, v] : t) {
+      if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
+      std::string list;
+      for (std::string_view n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+      return error(key_path(prefix, k.str()),
+                   std::string(v.is_table() ? "unknown table" : "unknown key") + " (expected " +
+                       list + ")");
+    }
+    return ok();
+  }
+
+  Result<std::string> string(const toml::node& n, const std::string& path) const {
+    auto s = n.as_string();
+    if (!s) return error(path, "expected a string, got " + describe(n));
+    if (s->get().empty()) return error(path, "is empty");
+    return s->get();
+  }
+
+  Result<int64_t> integer(const toml::node& n, const std::string& path, int64_t lo,
+                          int64_t hi) const {
+    auto i = n.as_integer();
+    if (!i) return error(path, "expected an integer, got " + describe(n));
+    if (i->get() < lo || i->get() > hi) {
+      return error(path, std::to_string(i->get()) + " is outside " + std::to_string(lo) + ".." +
+                             std::to_string(hi));
+    }
+    return i->get();
+  }
+
+  const toml::table* table(const toml::node& n, const std::string& path, Error* err) const {
+    if (auto t = n.as_table()) return t;
+    *err = error(path, "expected a table, got " + describe(n));
+    return nullptr;
+  }
+
+ private:
+  const std::string& origin_;
+};
+
+Status read_top(const Reader& r, const toml::table& doc, Config& c) {
+  if (auto s = r.known_keys(doc, "", {"state_dir", "api_socket", "datapath", "physnets"}); !s) {
+    return s;
+  }
+  if (auto n = doc.get("state_dir")) {
+    auto s = r.string(*n, "state_dir");
+    if (!s) return s.error();
+    c.state_dir = *s;
+  }
+  if (auto n = doc.get("api_socket")) {
+    auto s = r.string(*n, "api_socket");
+    if (!s) return s.error();
+    // A Unix socket path must fit sockaddr_un.sun_path with its terminator.
+    if (s->size() >= sizeof(sockaddr_un::sun_path)) {
+      return r.error("api_socket", "path is longer than " +
+                                       std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                                       " bytes, the limit of a Unix socket path");
+    }
+    c.api_socket = *s;
+  }
+  return ok();
+}
+
+Status read_workers(const Reader& r, const toml::node& n, Config& c) {
+  auto arr = n.as_array();
+  if (!arr) return r.error("datapath.workers", "expected an array of lcore ids, got " + describe(n));
+  if (arr->empty()) return r.error("datapath.workers", "is empty (at least one worker lcore)");
+  std::vector<unsigned> lcores;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    std::string path = "datapath.workers[" + std::to_string(i) + "]";
+    auto v = r.integer(*arr->get(i), path, 0, 127);
+    if (!v) return v.error();
+    if (std::find(lcores.begin(), lcores.end(), *v) != lcores.end()) {
+      return r.error(path, "lcore " + std::to_string(*v) + " is listed twice");
+    }
+    lcores.push_back(static_cast<unsigned>(*v));
+  }
+  c.worker_lcores = std::move(lcores);
+  return ok();
+}
+
+Status read_datapath(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "datapath", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "datapath", {"workers", "flow_cache_entries", "idle_sleep_us"});
+      !s) {
+    return s;
+  }
+  if (auto n = t->get("workers")) {
+    if (auto s = read_workers(r, *n, c); !s) return s;
+  }
+  if (auto n = t->get("flow_cache_entries")) {
+    auto v = r.integer(*n, "datapath.flow_cache_entries", 1024, 16777216);
+    if (!v) return v.error();
+    c.flow_cache_entries = static_cast<uint32_t>(*v);
+  }
+  if (auto n = t->get("idle_sleep_us")) {
+    auto v = r.integer(*n, "datapath.idle_sleep_us", 0, 100000);
+    if (!v) return v.error();
+    c.idle_sleep_us = static_cast<uint32_t>(*v);
+  }
+  return ok();
+}
+
+bool is_physnet_name(std::string_view k) {
+  return !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           c == '_' || c == '.' || c == '-';
+  });
+}
+
+Status read_physnets(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "physnets", &err);
+  if (!t) return err;
+  std::map<std::string, std::string> by_ethdev;  // devargs_name -> key path of its physnet
+  for (auto&& [k, v] : *t) {
+    const std::string name(k.str());
+    const std::string path = key_path("physnets", name);
+    if (!is_physnet_name(name)) {
+      return r.error(path, "is not a physnet name ([A-Za-z0-9_.-]{1,64})");
+    }
+    const toml::table* pt = r.table(v, path, &err);
+    if (!pt) return err;
+    if (auto s = r.known_keys(*pt, path, {"device"}); !s) return s;
+    auto dev_node = pt->get("device");
+    if (!dev_node) return r.error(path + ".device", "missing (devargs or PCI address of the NIC)");
+    auto dev = r.string(*dev_node, path + ".device");
+    if (!dev) return dev.error();
+    if (std::any_of(dev->begin(), dev->end(),
+                    [](char ch) { return static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f; })) {
+      return r.error(path + ".device", "\"" + *dev + "\" contains whitespace");
+    }
+    const std::string ethdev = devargs_name(*dev);
+    if (ethdev.empty()) return r.error(path + ".device", "\"" + *dev + "\" has no device name");
+    auto [it, fresh] = by_ethdev.emplace(ethdev, path);
+    if (!fresh) {
+      return r.error(path + ".device", "ethdev " + ethdev + " is already the device of " +
+                                           it->second);
+    }
+    c.physnets.emplace(name, *dev);
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<Config> parse_config(std::string_view toml_text, const std::string& origin) {
+  toml::table doc;
+#if TOML_EXCEPTIONS
+  try {
+    doc = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    return invalid("config " + origin + ":" + std::to_string(e.source().begin.line) + ":" +
+                   std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
+  }
+#else
+  toml::parse_result res = toml::parse(toml_text, origin);
+  if (!res) {
+    const toml::parse_error& e = res.error();
+    return invalid("config " + origin + ":" + std::to_string(e.source().begin.line) + ":" +
+                   std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
+  }
+  doc = std::move(res).table();
+#endif
+  Reader r(origin);
+  Config c;
+  if (auto s = read_top(r, doc, c); !s) return s.error();
+  if (auto n = doc.get("datapath")) {
+    if (auto s = read_datapath(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("physnets")) {
+    if (auto s = read_physnets(r, *n, c); !s) return s.error();
+  }
+  return c;
+}
+
+Result<Config> load_config(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return invalid("config " + path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  int err = std::ferror(f) ? errno : 0;  // a directory fails here, with EISDIR
+  std::fclose(f);
+  if (err) return invalid("config " + path + ": cannot read: " + std::strerror(err));
+  return parse_config(text, path);
+}
+
+}  // namespace strait::ctl

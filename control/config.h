@@ -1,0 +1,30 @@
+#pragma once
+// straitd's own configuration (TOML; layout in docs/api.md). Loaded once at
+// start; a bad file stops the daemon with a message naming the key.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "control/result.h"
+
+namespace strait::ctl {
+
+struct Config {
+  std::string state_dir = "/var/lib/strait";
+  std::string api_socket = "/run/strait/api.sock";
+  std::vector<unsigned> worker_lcores = {1};  // [datapath] workers
+  uint32_t flow_cache_entries = 65536;        // per worker
+  uint32_t idle_sleep_us = 0;                 // 0: busy-poll
+  std::map<std::string, std::string> physnets;  // name -> device devargs
+};
+
+// Reads and validates a config file. Errors are invalid_argument, with
+// messages "config PATH: KEY.PATH: problem" (or "config PATH:LINE:COL: ..."
+// for a TOML syntax error).
+Result<Config> load_config(const std::string& path);
+// The same for text already in memory; `origin` stands for the path in messages.
+Result<Config> parse_config(std::string_view toml_text, const std::string& origin);
+
+}  // namespace strait::ctl

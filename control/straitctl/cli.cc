@@ -1,0 +1,169 @@
+#include "control/straitctl/cli.h"
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#ifndef STRAIT_VERSION
+#define STRAIT_VERSION "unknown"
+#endif
+
+namespace strait::straitctl {
+namespace {
+
+using json = nlohmann::json;
+
+// Values the subcommands fill; turned into a request once parsing is done.
+// Ranges are not checked here: the switch validates every request and its
+// messages name the field, so `--segmentation-id 5000` is refused there.
+struct Args {
+  std::string id;
+  std::string type;
+  std::optional<std::string> physnet;
+  std::optional<int64_t> seg_id;
+  std::optional<int64_t> mtu;
+  std::string network, mac, ethdev;
+  std::vector<std::string> ips;
+  double watch = 0;
+  std::string method, raw_params;
+};
+
+struct Commands {
+  CLI::App *net_create, *net_delete, *net_list;
+  CLI::App *port_bind, *port_unbind, *port_list, *port_show;
+  CLI::App *show, *stats, *call;
+};
+
+void add_network_commands(CLI::App& app, Args& a, Commands& c) {
+  CLI::App* net = app.add_subcommand("network", "Networks: create, delete, list");
+  net->require_subcommand(1);
+  c.net_create = net->add_subcommand("create", "Create a network");
+  c.net_create->add_option("ID", a.id, "Network id (UUID or name)")->required();
+  c.net_create->add_option("--type", a.type, "vlan, flat or local")->required();
+  c.net_create->add_option("--physnet", a.physnet, "Physical network (vlan, flat)");
+  c.net_create->add_option("--segmentation-id", a.seg_id, "VLAN id on the physnet (vlan)");
+  c.net_create->add_option("--mtu", a.mtu, "MTU (default 1500)");
+  c.net_delete = net->add_subcommand("delete", "Delete a network without ports");
+  c.net_delete->add_option("ID", a.id, "Network id")->required();
+  c.net_list = net->add_subcommand("list", "List networks");
+}
+
+void add_port_commands(CLI::App& app, Args& a, Commands& c) {
+  CLI::App* port = app.add_subcommand("port", "Port bindings: bind, unbind, list, show");
+  port->require_subcommand(1);
+  c.port_bind = port->add_subcommand("bind", "Bind a port to a network and a device");
+  c.port_bind->add_option("UUID", a.id, "Port id")->required();
+  c.port_bind->add_option("--network", a.network, "Network id")->required();
+  c.port_bind->add_option("--mac", a.mac, "MAC address")->required();
+  // One address per --ip, so `--ip A UUID` cannot swallow the UUID.
+  c.port_bind->add_option("--ip", a.ips, "Fixed IP address (repeatable)")->allow_extra_args(false);
+  c.port_bind->add_option("--ethdev", a.ethdev, "DPDK devargs of the port's device")->required();
+  c.port_unbind = port->add_subcommand("unbind", "Unbind a port");
+  c.port_unbind->add_option("UUID", a.id, "Port id")->required();
+  c.port_list = port->add_subcommand("list", "List ports");
+  c.port_show = port->add_subcommand("show", "Show one port");
+  c.port_show->add_option("UUID", a.id, "Port id")->required();
+}
+
+void add_other_commands(CLI::App& app, Args& a, Commands& c) {
+  c.show = app.add_subcommand("show", "The whole switch");
+  c.stats = app.add_subcommand("stats", "Port, worker and drop counters");
+  c.stats->add_option("-w,--watch", a.watch, "Repeat every SECONDS until interrupted")
+      ->check(CLI::PositiveNumber);
+  c.call = app.add_subcommand("call", "Send a raw request and print the reply's result");
+  c.call->add_option("METHOD", a.method, "API method, e.g. network.list")->required();
+  c.call->add_option("JSON-PARAMS", a.raw_params, "Request params, a JSON object");
+}
+
+// The request for whichever command was given. Throws CLI::ValidationError
+// for a bad JSON-PARAMS, reported like any other usage error.
+void build_request(const Args& a, const Commands& c, Invocation& inv) {
+  json& p = inv.params;
+  if (c.net_create->parsed()) {
+    inv.method = "network.create";
+    inv.view = View::kNetworkRow;
+    p = {{"id", a.id}, {"type", a.type}};
+    if (a.physnet) p["physnet"] = *a.physnet;
+    if (a.seg_id) p["segmentation_id"] = *a.seg_id;
+    if (a.mtu) p["mtu"] = *a.mtu;
+  } else if (c.net_delete->parsed()) {
+    inv.method = "network.delete";
+    p = {{"id", a.id}};
+  } else if (c.net_list->parsed()) {
+    inv.method = "network.list";
+    inv.view = View::kNetworks;
+  } else if (c.port_bind->parsed()) {
+    inv.method = "port.bind";
+    inv.view = View::kPortRow;
+    p = {{"id", a.id}, {"network", a.network}, {"mac", a.mac}};
+    if (!a.ips.empty()) p["fixed_ips"] = a.ips;
+    p["attach"] = {{"type", "ethdev"}, {"devargs", a.ethdev}};
+  } else if (c.port_unbind->parsed()) {
+    inv.method = "port.unbind";
+    p = {{"id", a.id}};
+  } else if (c.port_list->parsed()) {
+    inv.method = "port.list";
+    inv.view = View::kPorts;
+  } else if (c.port_show->parsed()) {
+    inv.method = "port.show";
+    inv.view = View::kPortDetail;
+    p = {{"id", a.id}};
+  } else if (c.show->parsed()) {
+    inv.method = "show";
+    inv.view = View::kShow;
+  } else if (c.stats->parsed()) {
+    inv.method = "stats";
+    inv.view = View::kStats;
+    inv.watch_seconds = a.watch;
+  } else if (c.call->parsed()) {
+    inv.method = a.method;
+    inv.view = View::kRaw;
+    if (!a.raw_params.empty()) {
+      json parsed = json::parse(a.raw_params, nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_object()) {
+        throw CLI::ValidationError("JSON-PARAMS", "not a JSON object: " + a.raw_params);
+      }
+      p = std::move(parsed);
+    }
+  }
+}
+
+}  // namespace
+
+int parse_args(int argc, const char* const* argv, Invocation& inv, std::ostream& out,
+               std::ostream& err) {
+  CLI::App app{"straitctl: the command-line client of straitd", "straitctl"};
+  app.set_version_flag("--version", "straitctl " STRAIT_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // -s and -o also after the command: `straitctl port list -o json`
+  std::string output = "table";
+  inv.socket = kDefaultSocket;
+  app.add_option("-s,--socket", inv.socket, "straitd's API socket")
+      ->envname("STRAIT_SOCKET")
+      ->capture_default_str();
+  app.add_option("-o,--output", output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  app.add_option("--timeout", inv.timeout_seconds, "Seconds to wait for a reply (0: forever)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  Args args;
+  Commands cmds{};
+  add_network_commands(app, args, cmds);
+  add_port_commands(app, args, cmds);
+  add_other_commands(app, args, cmds);
+  try {
+    app.parse(argc, argv);
+    build_request(args, cmds, inv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e, out, err);
+    return rc == 0 ? kExitOk : kExitUsage;  // CLI11's own codes are not ours
+  }
+  inv.json_output = output == "json";
+  return -1;
+}
+
+}  // namespace strait::straitctl

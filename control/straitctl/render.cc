@@ -1,0 +1,246 @@
+#include "control/straitctl/render.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace strait::straitctl {
+namespace {
+
+using json = nlohmann::json;
+
+bool is_numeric(const std::string& s) {
+  if (s == "-") return true;
+  if (s.empty()) return false;
+  size_t digits = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c >= '0' && c <= '9') {
+      ++digits;
+    } else if (!(c == '.' || (c == '-' && i == 0) || (c == '%' && i + 1 == s.size()))) {
+      return false;
+    }
+  }
+  return digits > 0;
+}
+
+const json& field(const json& obj, const std::string& key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+const json& list_field(const json& obj, const std::string& key) {
+  static const json kEmpty = json::array();
+  const json& v = field(obj, key);
+  return v.is_array() ? v : kEmpty;
+}
+
+// An unsigned counter, 0 when missing or not a number.
+uint64_t counter(const json& obj, const std::string& key) {
+  const json& v = field(obj, key);
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() > 0) return static_cast<uint64_t>(v.get<int64_t>());
+  return 0;
+}
+
+uint64_t sum_drops(const json& obj) {
+  uint64_t total = 0;
+  const json& drops = field(obj, "drops");
+  if (!drops.is_object()) return 0;
+  for (const auto& [reason, n] : drops.items()) total += counter(drops, reason);
+  return total;
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / whole);
+  return buf;
+}
+
+// Packets per second between two samples of the same counter.
+std::string rate(uint64_t now, uint64_t before, double seconds) {
+  if (seconds <= 0 || now < before) return "-";
+  return std::to_string(static_cast<uint64_t>(static_cast<double>(now - before) / seconds + 0.5));
+}
+
+const json& by_id(const json& list, const json& id) {
+  static const json kNull;
+  for (const json& item : list) {
+    if (item.is_object() && item.contains("id") && item["id"] == id) return item;
+  }
+  return kNull;
+}
+
+std::string attach_cell(const json& port) {
+  const json& a = field(port, "attach");
+  if (a.is_object()) {
+    if (field(a, "devargs").is_string()) return a["devargs"].get<std::string>();
+    return cell(a, "type");
+  }
+  return cell(port, "attach");
+}
+
+std::string section(const std::string& title, const std::string& body) {
+  return title + "\n" + body + "\n";
+}
+
+}  // namespace
+
+std::string Table::str() const {
+  std::vector<size_t> width(headers_.size());
+  std::vector<bool> numeric(headers_.size(), !rows_.empty());
+  for (size_t c = 0; c < headers_.size(); ++c) width[c] = headers_[c].size();
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < headers_.size(); ++c) {
+      const std::string& s = c < row.size() ? row[c] : std::string("-");
+      width[c] = std::max(width[c], s.size());
+      numeric[c] = numeric[c] && is_numeric(s);
+    }
+  }
+  std::ostringstream out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < headers_.size(); ++c) {
+      std::string s = c < cells.size() ? cells[c] : "-";
+      std::string pad(width[c] - s.size(), ' ');
+      bool last = c + 1 == headers_.size();
+      text += numeric[c] ? pad + s : (last ? s : s + pad);
+      if (!last) text += "  ";
+    }
+    out << text << "\n";
+  };
+  line(headers_);
+  for (const auto& row : rows_) line(row);
+  return out.str();
+}
+
+std::string cell(const json& obj, const std::string& key) {
+  const json& v = field(obj, key);
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>().empty() ? "-" : v.get<std::string>();
+  if (v.is_array()) {
+    if (v.empty()) return "-";
+    std::string s;
+    for (const json& e : v) s += (s.empty() ? "" : ",") + (e.is_string() ? e.get<std::string>() : e.dump());
+    return s;
+  }
+  return v.dump();  // numbers, booleans, objects
+}
+
+std::string render_networks(const json& networks) {
+  Table t({"ID", "TYPE", "PHYSNET", "SEG", "MTU", "LVLAN", "PORTS"});
+  for (const json& n : networks.is_array() ? networks : json::array()) {
+    t.add({cell(n, "id"), cell(n, "type"), cell(n, "physnet"), cell(n, "segmentation_id"),
+           cell(n, "mtu"), cell(n, "local_vlan"), cell(n, "ports")});
+  }
+  return t.str();
+}
+
+std::string render_ports(const json& ports) {
+  Table t({"ID", "NETWORK", "MAC", "IPS", "STATE", "LVLAN", "ATTACH"});
+  for (const json& p : ports.is_array() ? ports : json::array()) {
+    t.add({cell(p, "id"), cell(p, "network"), cell(p, "mac"), cell(p, "fixed_ips"),
+           cell(p, "state"), cell(p, "local_vlan"), attach_cell(p)});
+  }
+  return t.str();
+}
+
+std::string render_port_detail(const json& port) {
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"id", cell(port, "id")},           {"network", cell(port, "network")},
+      {"mac", cell(port, "mac")},         {"fixed_ips", cell(port, "fixed_ips")},
+      {"attach", attach_cell(port)},      {"state", cell(port, "state")},
+      {"local_vlan", cell(port, "local_vlan")}, {"dp_port", cell(port, "dp_port")},
+      {"ethdev", cell(port, "ethdev")}};
+  size_t w = 0;
+  for (const auto& [k, v] : rows) w = std::max(w, k.size());
+  std::string out;
+  for (const auto& [k, v] : rows) out += k + ":" + std::string(w - k.size() + 2, ' ') + v + "\n";
+  return out;
+}
+
+std::string render_show(const json& show) {
+  std::string out = "version     " + cell(show, "version") + "\n" +
+                    "generation  " + cell(show, "generation") + "\n\n";
+  Table workers({"WORKER", "LCORE", "RX QUEUES"});
+  for (const json& w : list_field(show, "workers")) {
+    std::string queues;
+    for (const json& q : list_field(w, "rx_queues")) {
+      queues += (queues.empty() ? "" : " ") + cell(q, "port") + ":" + cell(q, "queue");
+    }
+    workers.add({cell(w, "id"), cell(w, "lcore"), queues.empty() ? "-" : queues});
+  }
+  out += section("Workers", workers.str());
+  Table physnets({"NAME", "DEVICE", "DP_PORT", "ETHDEV", "STATE"});
+  for (const json& p : list_field(show, "physnets")) {
+    physnets.add({cell(p, "name"), cell(p, "device"), cell(p, "dp_port"), cell(p, "ethdev"),
+                  cell(p, "state")});
+  }
+  out += section("Physnets", physnets.str());
+  out += section("Networks", render_networks(list_field(show, "networks")));
+  out += section("Ports", render_ports(list_field(show, "ports")));
+  out.pop_back();  // no blank line after the last section
+  return out;
+}
+
+std::string render_stats(const json& stats, const json& previous, double seconds) {
+  const bool rates = previous.is_object() && seconds > 0;
+  std::string out = "generation " + cell(stats, "generation") + "\n\n";
+
+  std::vector<std::string> port_cols = {"PORT", "RX_PACKETS", "RX_BYTES", "TX_PACKETS",
+                                        "TX_BYTES", "DROPS"};
+  if (rates) port_cols.insert(port_cols.end(), {"RX_PPS", "TX_PPS"});
+  Table ports(port_cols);
+  for (const json& p : list_field(stats, "ports")) {
+    std::vector<std::string> row = {cell(p, "id"),         cell(p, "rx_packets"),
+                                    cell(p, "rx_bytes"),   cell(p, "tx_packets"),
+                                    cell(p, "tx_bytes"),   std::to_string(sum_drops(p))};
+    if (rates) {
+      const json& before = by_id(list_field(previous, "ports"), field(p, "id"));
+      row.push_back(before.is_null() ? "-" : rate(counter(p, "rx_packets"),
+                                                  counter(before, "rx_packets"), seconds));
+      row.push_back(before.is_null() ? "-" : rate(counter(p, "tx_packets"),
+                                                  counter(before, "tx_packets"), seconds));
+    }
+    ports.add(std::move(row));
+  }
+  out += section("Ports", ports.str());
+
+  std::vector<std::string> worker_cols = {"WORKER", "LCORE", "PACKETS", "CACHE_HIT", "BUSY",
+                                          "DROPS"};
+  if (rates) worker_cols.push_back("PPS");
+  Table workers(worker_cols);
+  for (const json& w : list_field(stats, "workers")) {
+    uint64_t hits = counter(w, "cache_hits"), misses = counter(w, "cache_misses");
+    uint64_t busy = counter(w, "busy_cycles"), idle = counter(w, "idle_cycles");
+    std::vector<std::string> row = {cell(w, "id"), cell(w, "lcore"), cell(w, "packets"),
+                                    percent(hits, hits + misses), percent(busy, busy + idle),
+                                    std::to_string(sum_drops(w))};
+    if (rates) {
+      const json& before = by_id(list_field(previous, "workers"), field(w, "id"));
+      row.push_back(before.is_null() ? "-" : rate(counter(w, "packets"),
+                                                  counter(before, "packets"), seconds));
+    }
+    workers.add(std::move(row));
+  }
+  out += section("Workers", workers.str());
+
+  // Most frequent reason first.
+  std::vector<std::pair<uint64_t, std::string>> reasons;
+  const json& drops = field(stats, "drops");
+  if (drops.is_object()) {
+    for (const auto& [reason, n] : drops.items()) reasons.emplace_back(counter(drops, reason), reason);
+  }
+  std::sort(reasons.begin(), reasons.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  Table drop_table({"DROP REASON", "PACKETS"});
+  for (const auto& [n, reason] : reasons) drop_table.add({reason, std::to_string(n)});
+  out += section("Drops", drop_table.str());
+  out.pop_back();
+  return out;
+}
+
+}  // namespace strait::straitctl
