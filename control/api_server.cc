@@ -30,6 +30,7 @@ struct ApiServer::Conn {
   bool busy = false;              // a request is in flight
   bool open = true;
   bool eof = false;               // peer finished sending: close once all is answered
+  uint64_t subscription = 0;      // events.subscribe: Switch subscriber token
 };
 
 Result<std::unique_ptr<ApiServer>> ApiServer::listen(const std::string& path, EventLoop* loop,
@@ -117,7 +118,8 @@ void ApiServer::on_conn(const std::shared_ptr<Conn>& c, unsigned events) {
 // Interest follows the state: read until EOF, write while replies are queued.
 void ApiServer::rearm(const std::shared_ptr<Conn>& c) {
   if (!c->open) return;
-  if (c->eof && !c->busy && c->lines.empty() && c->out.empty()) return close_conn(c);
+  if (c->eof && !c->busy && c->lines.empty() && c->out.empty() && !c->subscription)
+    return close_conn(c);
   unsigned ev = (c->eof ? 0u : unsigned(EPOLLIN | EPOLLRDHUP)) | (c->out.empty() ? 0u : unsigned(EPOLLOUT));
   loop_->modify(c->fd, ev);
 }
@@ -141,6 +143,17 @@ void ApiServer::dispatch(const std::shared_ptr<Conn>& c) {
     }
     json params = req.contains("params") ? req["params"] : json::object();
     if (!params.is_object()) { refuse("params: must be an object"); continue; }
+    if (req["method"] == "events.subscribe") {
+      // From now on this connection also carries one line per event.
+      if (!c->subscription) {
+        std::weak_ptr<Conn> weak = c;
+        c->subscription = sw_->subscribe([this, weak](const json& ev) {
+          if (auto conn = weak.lock()) send(conn, ev.dump() + "\n");
+        });
+      }
+      send(c, json{{"id", id}, {"ok", true}, {"result", {{"subscribed", true}}}}.dump() + "\n");
+      continue;
+    }
     c->busy = true;
     sw_->call(req["method"].get<std::string>(), params, [this, c, id](json reply) {
       reply["id"] = id;
@@ -171,6 +184,7 @@ void ApiServer::send(const std::shared_ptr<Conn>& c, const std::string& line) {
 void ApiServer::close_conn(const std::shared_ptr<Conn>& c) {
   if (!c->open) return;
   c->open = false;
+  if (c->subscription) sw_->unsubscribe(c->subscription);
   loop_->remove(c->fd);
   close(c->fd);
   conns_.erase(c->fd);

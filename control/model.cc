@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace strait::ctl {
 namespace {
@@ -59,8 +58,8 @@ Result<int64_t> get_int(const json& v, std::string_view field, int64_t lo, int64
                       ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) && v.get<int64_t>() >= lo
                       : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   if (!in_range) {
-    return field_error(field, v.dump() + " is outside " + std::to_string(lo) + ".." +
-                                  std::to_string(hi));
+    return field_error(field,
+                       v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
   }
   return v.get<int64_t>();
 }
@@ -134,12 +133,14 @@ Status parse_segment(const json& params, NetworkSpec& n) {
   if (n.type == NetType::kLocal) {
     if (physnet) return field_error("physnet", "not allowed for a local network");
   } else {
-    if (!physnet) return field_error("physnet", std::string("missing (required for a ") +
-                                                    net_type_name(n.type) + " network)");
+    if (!physnet)
+      return field_error(
+          "physnet", std::string("missing (required for a ") + net_type_name(n.type) + " network)");
     auto s = get_string(*physnet, "physnet");
     if (!s) return s.error();
     if (!is_valid_physnet_name(*s)) {
-      return field_error("physnet", json_quoted(*s) + " is not a physnet name ([A-Za-z0-9_.-]{1,64})");
+      return field_error("physnet",
+                         json_quoted(*s) + " is not a physnet name ([A-Za-z0-9_.-]{1,64})");
     }
     n.physnet = std::move(*s);
   }
@@ -149,8 +150,8 @@ Status parse_segment(const json& params, NetworkSpec& n) {
     if (!id) return id.error();
     n.seg_id = static_cast<uint16_t>(*id);
   } else if (seg) {
-    return field_error("segmentation_id", std::string("not allowed for a ") +
-                                              net_type_name(n.type) + " network");
+    return field_error("segmentation_id",
+                       std::string("not allowed for a ") + net_type_name(n.type) + " network");
   }
   return ok();
 }
@@ -176,28 +177,62 @@ Result<std::vector<IpAddr>> parse_fixed_ips(const json& params) {
   return ips;
 }
 
+bool has_space_or_control(const std::string& s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
+}
+
+Result<Attachment> parse_vhost_attach(const json& v) {
+  if (auto s = check_known_keys(v, {"type", "path", "mode"}, "attach."); !s) return s.error();
+  const json* path = find_field(v, "path");
+  if (!path) return field_error("attach.path", "missing (the vhost-user socket)");
+  auto p = get_string(*path, "attach.path");
+  if (!p) return p.error();
+  if (p->empty() || (*p)[0] != '/') return field_error("attach.path", json_quoted(*p) + " is not an absolute path");
+  if (p->size() >= 108) return field_error("attach.path", "longer than 107 bytes (a Unix socket path)");
+  if (has_space_or_control(*p))
+    return field_error("attach.path", json_quoted(*p) + " contains whitespace or a control character");
+  Attachment a;
+  a.kind = Attachment::Kind::kVhost;
+  a.path = std::move(*p);
+  if (const json* mode = find_field(v, "mode")) {
+    auto m = get_string(*mode, "attach.mode");
+    if (!m) return m.error();
+    if (*m == "server") {
+      a.mode = Attachment::Mode::kServer;
+    } else if (*m != "client") {
+      return field_error("attach.mode", json_quoted(*m) + " is not one of client, server");
+    }
+  }
+  return a;
+}
+
+// {"type": "ethdev", "devargs": ...} or {"type": "vhost", "path": ..., "mode": client|server}
 Result<Attachment> parse_attach(const json& params) {
   const json* v = find_field(params, "attach");
-  if (!v) return field_error("attach", R"(missing (e.g. {"type": "ethdev", "devargs": "net_ring0"}))");
+  if (!v)
+    return field_error("attach", R"(missing (e.g. {"type": "vhost", "path": "/run/vhu0.sock"}))");
   if (!v->is_object()) return field_error("attach", "expected an object, " + got(*v));
-  if (auto s = check_known_keys(*v, {"type", "devargs"}, "attach."); !s) return s.error();
   const json* type = find_field(*v, "type");
-  if (!type) return field_error("attach.type", "missing (ethdev)");
+  if (!type) return field_error("attach.type", "missing (ethdev or vhost)");
   auto type_s = get_string(*type, "attach.type");
   if (!type_s) return type_s.error();
-  if (*type_s != "ethdev") return field_error("attach.type", json_quoted(*type_s) + " is not one of ethdev");
+  if (*type_s == "vhost") return parse_vhost_attach(*v);
+  if (*type_s != "ethdev")
+    return field_error("attach.type", json_quoted(*type_s) + " is not one of ethdev, vhost");
+  if (auto s = check_known_keys(*v, {"type", "devargs"}, "attach."); !s) return s.error();
   const json* devargs = find_field(*v, "devargs");
   if (!devargs) return field_error("attach.devargs", "missing");
   auto d = get_string(*devargs, "attach.devargs");
   if (!d) return d.error();
   if (d->empty()) return field_error("attach.devargs", "is empty");
   // DPDK splits EAL arguments on whitespace; a control character is never meant.
-  if (std::any_of(d->begin(), d->end(), [](char c) {
-        return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
-      })) {
-    return field_error("attach.devargs", json_quoted(*d) + " contains whitespace or a control character");
+  if (has_space_or_control(*d)) {
+    return field_error("attach.devargs",
+                       json_quoted(*d) + " contains whitespace or a control character");
   }
-  if (devargs_name(*d).empty()) return field_error("attach.devargs", json_quoted(*d) + " has no device name");
+  if (devargs_name(*d).empty())
+    return field_error("attach.devargs", json_quoted(*d) + " has no device name");
   Attachment a;
   a.kind = Attachment::Kind::kEthdev;
   a.devargs = std::move(*d);
@@ -210,9 +245,12 @@ Result<Attachment> parse_attach(const json& params) {
 
 const char* net_type_name(dp::NetType t) {
   switch (t) {
-    case NetType::kLocal: return "local";
-    case NetType::kFlat: return "flat";
-    case NetType::kVlan: return "vlan";
+    case NetType::kLocal:
+      return "local";
+    case NetType::kFlat:
+      return "flat";
+    case NetType::kVlan:
+      return "vlan";
   }
   return "?";
 }
@@ -273,7 +311,8 @@ Result<NetworkSpec> parse_network(const json& params) {
   auto id_s = get_string(*id, "id");
   if (!id_s) return id_s.error();
   if (!is_valid_id(*id_s)) {
-    return field_error("id", json_quoted(*id_s) + " is not a valid id (1..64 of A-Z a-z 0-9 _ . : -, " +
+    return field_error("id", json_quoted(*id_s) +
+                                 " is not a valid id (1..64 of A-Z a-z 0-9 _ . : -, " +
                                  "starting with a letter or digit)");
   }
   n.id = std::move(*id_s);
@@ -300,13 +339,15 @@ Result<PortSpec> parse_port(const json& params) {
   auto id_s = get_string(*id, "id");
   if (!id_s) return id_s.error();
   p.id = canonical_uuid(*id_s);
-  if (p.id.empty()) return field_error("id", json_quoted(*id_s) + " is not a UUID (8-4-4-4-12 hex digits)");
+  if (p.id.empty())
+    return field_error("id", json_quoted(*id_s) + " is not a UUID (8-4-4-4-12 hex digits)");
 
   const json* network = find_field(params, "network");
   if (!network) return field_error("network", "missing");
   auto net_s = get_string(*network, "network");
   if (!net_s) return net_s.error();
-  if (!is_valid_id(*net_s)) return field_error("network", json_quoted(*net_s) + " is not a valid network id");
+  if (!is_valid_id(*net_s))
+    return field_error("network", json_quoted(*net_s) + " is not a valid network id");
   p.network = std::move(*net_s);
 
   const json* mac = find_field(params, "mac");
@@ -329,11 +370,21 @@ Result<PortSpec> parse_port(const json& params) {
 }
 
 json to_json(const NetworkSpec& n) {
-  json j = {{"id", n.id}, {"type", net_type_name(n.type)}, {"physnet", nullptr},
-            {"segmentation_id", nullptr}, {"mtu", n.mtu}};
+  json j = {{"id", n.id},
+            {"type", net_type_name(n.type)},
+            {"physnet", nullptr},
+            {"segmentation_id", nullptr},
+            {"mtu", n.mtu}};
   if (n.type != NetType::kLocal) j["physnet"] = n.physnet;
   if (n.type == NetType::kVlan) j["segmentation_id"] = n.seg_id;
   return j;
+}
+
+json attach_json(const Attachment& a) {
+  if (a.kind == Attachment::Kind::kVhost)
+    return {{"type", "vhost"}, {"path", a.path},
+            {"mode", a.mode == Attachment::Mode::kServer ? "server" : "client"}};
+  return {{"type", "ethdev"}, {"devargs", a.devargs}};
 }
 
 json to_json(const PortSpec& p) {
@@ -343,7 +394,7 @@ json to_json(const PortSpec& p) {
           {"network", p.network},
           {"mac", mac_to_string(p.mac)},
           {"fixed_ips", std::move(ips)},
-          {"attach", {{"type", "ethdev"}, {"devargs", p.attach.devargs}}}};
+          {"attach", attach_json(p.attach)}};
 }
 
 // ---- Model -----------------------------------------------------------------
@@ -355,8 +406,8 @@ Status Model::add_network(const NetworkSpec& n) {
   if (n.type == NetType::kLocal) {
     if (!n.physnet.empty()) return field_error("physnet", "not allowed for a local network");
   } else if (n.physnet.empty()) {
-    return field_error("physnet", std::string("missing (required for a ") + net_type_name(n.type) +
-                                      " network)");
+    return field_error(
+        "physnet", std::string("missing (required for a ") + net_type_name(n.type) + " network)");
   } else if (!physnets_.count(n.physnet)) {
     std::string known;
     for (const auto& [name, dev] : physnets_) known += (known.empty() ? "" : ", ") + name;
@@ -395,15 +446,18 @@ Status Model::remove_network(const std::string& id) {
 Status Model::check_add_port(const PortSpec& p) const {
   if (ports_.count(p.id)) return exists("port " + p.id + " already exists");
   if (!networks_.count(p.network)) return not_found("network: no network " + p.network);
-  const std::string dev = devargs_name(p.attach.devargs);
+  const bool vhost = p.attach.kind == Attachment::Kind::kVhost;
+  const std::string dev = vhost ? "" : devargs_name(p.attach.devargs);
   for (const auto& [name, devargs] : physnets_) {
-    if (devargs_name(devargs) == dev) {
+    if (!vhost && devargs_name(devargs) == dev) {
       return conflict("attach.devargs: ethdev " + dev + " is the device of physnet " + name);
     }
   }
   for (const auto& [id, other] : ports_) {
-    if (devargs_name(other.attach.devargs) == dev) {
-      return conflict("attach.devargs: ethdev " + dev + " is already attached to port " + id);
+    if (other.attach.kind == p.attach.kind &&
+        (vhost ? other.attach.path == p.attach.path : devargs_name(other.attach.devargs) == dev)) {
+      return conflict(vhost ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
+                            : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
     }
     if (other.network != p.network) continue;
     if (other.mac == p.mac) {

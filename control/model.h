@@ -36,9 +36,12 @@ struct NetworkSpec {
 };
 
 struct Attachment {
-  enum class Kind { kEthdev };
+  enum class Kind { kEthdev, kVhost };
+  enum class Mode { kClient, kServer };  // kVhost: our side of the socket
   Kind kind = Kind::kEthdev;
   std::string devargs;  // kEthdev: vdev devargs ("net_ring0", "net_pcap0,rx_pcap=..") or PCI address
+  std::string path;     // kVhost: absolute socket path (< 108 bytes)
+  Mode mode = Mode::kClient;  // kVhost: client (QEMU is the server: libvirt mode='server') or server
 };
 
 struct PortSpec {
@@ -54,6 +57,7 @@ Result<NetworkSpec> parse_network(const nlohmann::json& params);
 Result<PortSpec> parse_port(const nlohmann::json& params);
 nlohmann::json to_json(const NetworkSpec& n);
 nlohmann::json to_json(const PortSpec& p);
+nlohmann::json attach_json(const Attachment& a);
 std::string mac_to_string(const Mac& m);
 Result<Mac> parse_mac(const std::string& s);
 std::string ip_to_string(const IpAddr& ip);

@@ -6,8 +6,9 @@ namespace {
 void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEntry& e) {
   e.present = true;
   e.enabled = p.live;
-  e.kind = dp::PortKind::kEthdev;
+  e.kind = p.kind;
   e.ethdev = p.ethdev;
+  e.vid = p.vid;
   for (uint16_t w = 0; w < n_workers; w++) e.txq[w] = tx_queue_for(w, n_workers, p.n_txq);
   for (uint16_t q = 0; q < p.rxq_worker.size(); q++)
     s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});

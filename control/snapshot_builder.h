@@ -16,10 +16,12 @@ namespace strait::ctl {
 // A device-backed datapath port as the builder needs it.
 struct DpPort {
   uint16_t dp = dp::kNoPort;          // datapath index
-  uint16_t ethdev = 0;                // DPDK port id
+  uint16_t ethdev = 0;                // DPDK port id (kEthdev)
   std::vector<uint16_t> rxq_worker;   // owning worker of each rx queue (stable: see Switch)
-  uint16_t n_txq = 1;
+  uint16_t n_txq = 1;                 // tx queues (kVhost: queue pairs)
   bool live = false;                  // device started and usable
+  dp::PortKind kind = dp::PortKind::kEthdev;
+  int vid = -1;                       // kVhost: the rte_vhost device while it exists
 };
 
 struct LearnedMac {

@@ -9,7 +9,12 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
+#include <rte_vhost.h>
 #include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "vhost/vhost_port.h"
 
 namespace strait::ctl {
 namespace {
@@ -58,6 +63,7 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
     sw->workers_.push_back(std::make_unique<dp::Worker>(
         w, cfg.worker_lcores[w], &sw->shared_, cfg.flow_cache_entries, cfg.idle_sleep_us));
   sw->rxq_load_.assign(n_workers, 0);
+  vhost::set_control_thread();
   sw->start_tsc_ = rte_rdtsc();
   if (Status st = sw->open_physnets(); !st) return st.error();
   sw->republish();
@@ -66,7 +72,14 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
 
 Switch::~Switch() {
   stop_workers();
-  for (auto& [id, p] : ports_) close_ethdev(p.dev);
+  // No worker runs: vhost devices can go at once (remove_socket releases any
+  // destroy_device waiting for us).
+  for (auto& [id, p] : ports_) {
+    if (p.dp.kind == dp::PortKind::kVhost)
+      vhost::Backend::instance().remove_socket(p.vhost_path);
+    else
+      close_ethdev(p.dev);
+  }
   for (auto& [name, u] : uplinks_) close_ethdev(u.dev);
   ports_.clear();
   uplinks_.clear();
@@ -149,8 +162,90 @@ void Switch::poll() {
   shared_.now_sec.store(static_cast<uint32_t>((rte_rdtsc() - start_tsc_) / rte_get_tsc_hz()),
                         std::memory_order_relaxed);
   publisher_.poll();
+  drain_vhost_events();
   drain_learn_events();
   age_learned();
+}
+
+Switch::PortRuntime* Switch::port_by_vhost(const std::string& path, int vid, std::string* id) {
+  for (auto& [pid, p] : ports_) {
+    if (p.dp.kind != dp::PortKind::kVhost) continue;
+    if ((vid >= 0 && p.dp.vid == vid) || (vid < 0 && p.vhost_path == path)) {
+      *id = pid;
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+// A guest driver came or went. The port forwards only when its device is
+// ready AND the snapshot that says so is live; destroy_device is held until
+// no worker can touch the guest's memory (F14, F15).
+void Switch::drain_vhost_events() {
+  vhost::Event ev;
+  while (vhost::Backend::instance().pop(&ev)) {
+    std::string id;
+    if (ev.kind == vhost::EventKind::kNewDevice) {
+      PortRuntime* p = port_by_vhost(ev.path, -1, &id);
+      if (!p) {
+        spdlog::warn("vhost {}: device {} on a socket no port is bound to", ev.path, ev.vid);
+        continue;
+      }
+      if (p->dp.vid >= 0) {  // a stale device we never saw go: replace it
+        for (uint16_t w : p->dp.rxq_worker) rxq_load_[w]--;
+      }
+      const uint16_t nq = std::clamp<uint16_t>(rte_vhost_get_vring_num(ev.vid) / 2, 1,
+                                               dp::kMaxVhostQueues);
+      p->dp.vid = ev.vid;
+      p->dp.n_txq = nq;
+      p->dp.rxq_worker = assign_rx_queues(nq);
+      p->dp.live = true;
+      spdlog::info("port {}: vhost device {} ready, {} queue pair(s)", id, ev.vid, nq);
+      republish();
+      announce_up_when_live(id);
+    } else if (ev.kind == vhost::EventKind::kDestroyDevice) {
+      PortRuntime* p = port_by_vhost(ev.path, ev.vid, &id);
+      if (!p) {
+        vhost::Backend::instance().complete(ev.vid);
+        continue;
+      }
+      for (uint16_t w : p->dp.rxq_worker) rxq_load_[w]--;
+      p->dp.rxq_worker.clear();
+      p->dp.vid = -1;
+      p->dp.live = false;
+      spdlog::info("port {}: vhost device {} gone", id, ev.vid);
+      republish();
+      const int vid = ev.vid;
+      publisher_.after_grace([this, vid, id] {
+        vhost::Backend::instance().complete(vid);
+        emit("port-down", id);
+      });
+    }
+  }
+}
+
+void Switch::announce_up_when_live(const std::string& id) {
+  publisher_.after_grace([this, id] {
+    auto it = ports_.find(id);
+    if (it == ports_.end() || !it->second.dp.live) return;  // gone again meanwhile
+    emit("port-up", id);
+    emit("vif-plugged", id);
+  });
+}
+
+uint64_t Switch::subscribe(Subscriber s) {
+  subscribers_[next_subscriber_] = std::move(s);
+  return next_subscriber_++;
+}
+
+void Switch::unsubscribe(uint64_t token) { subscribers_.erase(token); }
+
+void Switch::emit(const char* event, const std::string& port_id) {
+  using namespace std::chrono;
+  const double ts = duration<double>(system_clock::now().time_since_epoch()).count();
+  nlohmann::json ev = {{"event", event}, {"port", port_id}, {"ts", ts}};
+  spdlog::info("event {} port {}", event, port_id);
+  for (auto& [token, fn] : std::map<uint64_t, Subscriber>(subscribers_)) fn(ev);
 }
 
 void Switch::drain_learn_events() {

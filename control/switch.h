@@ -49,11 +49,18 @@ class Switch {
   nlohmann::json show() const;
   nlohmann::json stats() const;
 
+  // The event stream (port-up, vif-plugged, port-down, port-unbound): every
+  // subscriber gets every event, in order, on the control thread.
+  using Subscriber = std::function<void(const nlohmann::json& event)>;
+  uint64_t subscribe(Subscriber s);
+  void unsubscribe(uint64_t token);
+
  private:
   struct PortRuntime {
     DpPort dp;
-    Ethdev dev;
+    Ethdev dev;                  // kEthdev attachments
     std::vector<uint64_t> base;  // counters at bind (datapath indexes are reused)
+    std::string vhost_path;      // kVhost attachments
   };
   struct Uplink {
     DpPort dp;
@@ -85,6 +92,12 @@ class Switch {
   std::vector<uint64_t> port_counter_sums(uint16_t dp) const;
   void drain_learn_events();
   void age_learned();
+  void drain_vhost_events();
+  PortRuntime* port_by_vhost(const std::string& path, int vid, std::string* id);
+  void emit(const char* event, const std::string& port_id);
+  // Once the snapshot published now is live everywhere: announce the port
+  // (port-up, vif-plugged) if it is still bound and its device still there.
+  void announce_up_when_live(const std::string& id);
 
   Config cfg_;
   Model model_;
@@ -100,6 +113,8 @@ class Switch {
   std::vector<bool> dp_used_;
   std::map<uint64_t, Learned> learned_;        // by Fdb::make_key
   std::vector<uint16_t> free_learn_slots_;
+  std::map<uint64_t, Subscriber> subscribers_;
+  uint64_t next_subscriber_ = 1;
   uint64_t start_tsc_ = 0;
   uint32_t last_age_sec_ = 0;
 };

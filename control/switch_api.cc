@@ -3,6 +3,7 @@
 #include <rte_lcore.h>
 
 #include "control/switch.h"
+#include "vhost/vhost_port.h"
 
 namespace strait::ctl {
 namespace {
@@ -77,20 +78,38 @@ void Switch::port_bind(const json& params, Done done) {
   if (Status st = model_.check_add_port(*spec); !st) return done(error_reply(st.error()));
   auto idx = alloc_dp();
   if (!idx) return done(error_reply(exhausted("no free datapath port index")));
-  auto dev = open_ethdev(spec->attach.devargs, pool_, static_cast<uint16_t>(workers_.size()));
-  if (!dev) {
-    free_dp(*idx);
-    return done(error_reply(dev.error()));
+  PortRuntime rt;
+  rt.base = port_counter_sums(*idx);
+  if (spec->attach.kind == Attachment::Kind::kVhost) {
+    // The port is bound now and forwards once its guest driver is ready.
+    std::string err;
+    const auto mode = spec->attach.mode == Attachment::Mode::kServer ? vhost::Mode::kServer
+                                                                      : vhost::Mode::kClient;
+    if (vhost::Backend::instance().add_socket(spec->attach.path, mode, &err) < 0) {
+      free_dp(*idx);
+      return done(error_reply({"device_error", err}));
+    }
+    rt.dp = DpPort{*idx, 0, {}, 1, false, dp::PortKind::kVhost, -1};
+    rt.vhost_path = spec->attach.path;
+  } else {
+    auto dev = open_ethdev(spec->attach.devargs, pool_, static_cast<uint16_t>(workers_.size()));
+    if (!dev) {
+      free_dp(*idx);
+      return done(error_reply(dev.error()));
+    }
+    rt.dp = DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true};
+    rt.dev = *dev;
   }
   if (Status st = model_.add_port(*spec); !st) {  // checked above; kept as a backstop
-    close_ethdev(*dev);
+    if (rt.dp.kind == dp::PortKind::kVhost) vhost::Backend::instance().remove_socket(rt.vhost_path);
+    else close_ethdev(rt.dev);
     free_dp(*idx);
     return done(error_reply(st.error()));
   }
-  PortRuntime rt{DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true},
-                 *dev, port_counter_sums(*idx)};
+  const bool live = rt.dp.live;
   ports_.emplace(spec->id, std::move(rt));
   republish();
+  if (live) announce_up_when_live(spec->id);
   reply_when_live(std::move(done), port_json(*model_.port(spec->id)));
 }
 
@@ -106,9 +125,15 @@ void Switch::port_unbind(const json& params, Done done) {
   republish();
   // The device and its index are released only once no worker can hold a
   // snapshot that polls or sends to it.
-  publisher_.after_grace([this, rt = std::move(rt), done = std::move(done)]() {
-    close_ethdev(rt.dev);
+  const std::string port_id = *id;
+  publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id]() {
+    if (rt.dp.kind == dp::PortKind::kVhost)
+      vhost::Backend::instance().remove_socket(rt.vhost_path);
+    else
+      close_ethdev(rt.dev);
     free_dp(rt.dp.dp);
+    if (rt.dp.live) emit("port-down", port_id);
+    emit("port-unbound", port_id);
     done(ok_reply(json::object()));
   });
 }
@@ -127,7 +152,11 @@ json Switch::port_json(const PortSpec& p) const {
   const dp::PortEntry* e = it == ports_.end() ? nullptr : publisher_.current()->port(it->second.dp.dp);
   j["state"] = e && e->enabled ? "up" : "down";
   j["dp_port"] = it == ports_.end() ? json(nullptr) : json(it->second.dp.dp);
-  j["ethdev"] = it == ports_.end() ? json(nullptr) : json(it->second.dev.port_id);
+  const bool ethdev = it != ports_.end() && it->second.dp.kind == dp::PortKind::kEthdev;
+  j["ethdev"] = ethdev ? json(it->second.dev.port_id) : json(nullptr);
+  if (it != ports_.end() && !ethdev) {
+    j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()}};
+  }
   return j;
 }
 

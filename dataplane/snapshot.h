@@ -26,7 +26,10 @@ enum class PortRole : uint8_t {
 
 enum class PortKind : uint8_t {
   kEthdev,  // a DPDK ethdev (NIC or vdev)
+  kVhost,   // a vhost-user device on rte_vhost (a VM's virtio-net)
 };
+
+inline constexpr uint16_t kMaxVhostQueues = 16;  // queue pairs used per vhost port
 
 enum class NetType : uint8_t { kLocal, kFlat, kVlan };
 
@@ -42,6 +45,7 @@ struct PortEntry {
   PortRole role = PortRole::kAccess;
   PortKind kind = PortKind::kEthdev;
   uint16_t ethdev = 0;       // DPDK port id (kEthdev)
+  int vid = -1;              // rte_vhost device id (kVhost); rx queue q = vring 2q+1, tx = 2q
   uint16_t lvlan = 0;        // kAccess: the network's local VLAN
   uint16_t uplink_map = 0;   // kUplink: index into Snapshot::uplinks
   uint32_t key_bytes = kL2KeyBytes;  // flow-cache key scope of frames from this port

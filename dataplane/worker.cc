@@ -7,6 +7,7 @@
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
+#include <rte_vhost.h>
 
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
@@ -15,6 +16,8 @@ namespace strait::dp {
 
 DataplaneShared::DataplaneShared() {
   for (auto& port : txq_lock)
+    for (auto& l : port) rte_spinlock_init(&l);
+  for (auto& port : vhost_txq_lock)
     for (auto& l : port) rte_spinlock_init(&l);
 }
 
@@ -74,7 +77,11 @@ uint16_t Worker::poll(const Snapshot& s, const RxQueue& q) noexcept {
   const PortEntry* p = s.port(q.port);
   if (!p) return 0;
   rte_mbuf* pkts[kBurst];
-  uint16_t n = rte_eth_rx_burst(p->ethdev, q.queue, pkts, kBurst);
+  // A vhost device is in the snapshot only between new_device and
+  // destroy_device, so its guest memory is mapped while we read it.
+  uint16_t n = p->kind == PortKind::kVhost
+                   ? rte_vhost_dequeue_burst(p->vid, 2 * q.queue + 1, shared_->pool, pkts, kBurst)
+                   : rte_eth_rx_burst(p->ethdev, q.queue, pkts, kBurst);
   if (n) process(s, *p, q.port, pkts, n);
   return n;
 }
@@ -196,10 +203,19 @@ void Worker::flush(const Snapshot& s, uint16_t port) noexcept {
   if (p && p->enabled) {
     for (uint16_t i = 0; i < b.n; i++) bytes += rte_pktmbuf_pkt_len(b.pkts[i]);
     const TxQueue& q = p->txq[id_];
-    if (q.shared) rte_spinlock_lock(&shared_->txq_lock[p->ethdev][q.queue]);
-    sent = rte_eth_tx_burst(p->ethdev, q.queue, b.pkts, b.n);
-    if (q.shared) rte_spinlock_unlock(&shared_->txq_lock[p->ethdev][q.queue]);
+    rte_spinlock_t* lock = !q.shared ? nullptr
+                           : p->kind == PortKind::kVhost ? &shared_->vhost_txq_lock[port][q.queue]
+                                                         : &shared_->txq_lock[p->ethdev][q.queue];
+    if (lock) rte_spinlock_lock(lock);
+    if (p->kind == PortKind::kVhost) {
+      // The guest's rx ring gets copies: every mbuf is ours to free.
+      sent = rte_vhost_enqueue_burst(p->vid, 2 * q.queue, b.pkts, b.n);
+    } else {
+      sent = rte_eth_tx_burst(p->ethdev, q.queue, b.pkts, b.n);
+    }
+    if (lock) rte_spinlock_unlock(lock);
     for (uint16_t i = sent; i < b.n; i++) bytes -= rte_pktmbuf_pkt_len(b.pkts[i]);
+    if (p->kind == PortKind::kVhost && sent) rte_pktmbuf_free_bulk(b.pkts, sent);
   }
   PortCounters& pc = stats_->ports[port];
   bump(pc.tx_packets, sent);

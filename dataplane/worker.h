@@ -43,8 +43,9 @@ struct DataplaneShared {
   rte_rcu_qsbr* qsbr = nullptr;
   rte_mempool* pool = nullptr;  // flood replicas
   std::atomic<bool> stop{false};
-  // One lock per (ethdev, tx queue) shared by several workers; taken per burst.
-  rte_spinlock_t txq_lock[RTE_MAX_ETHPORTS][kMaxTxQueues];
+  // One lock per tx queue that several workers share; taken per burst.
+  rte_spinlock_t txq_lock[RTE_MAX_ETHPORTS][kMaxTxQueues];      // by ethdev id
+  rte_spinlock_t vhost_txq_lock[kMaxPorts][kMaxVhostQueues];    // by datapath port
   // Coarse clock for learned-MAC aging: seconds since start, written by the
   // control thread, read by workers (relaxed: a second off is harmless).
   std::atomic<uint32_t> now_sec{0};

@@ -59,12 +59,12 @@ PortSpec port_n(unsigned n, const std::string& net) {
 }
 
 // Expects a refused request: the code, and a message containing `words`.
-#define EXPECT_REFUSED(expr, code_, words)                      \
-  do {                                                          \
-    auto r_ = (expr);                                           \
-    ASSERT_FALSE(r_.ok()) << #expr << " succeeded";             \
-    EXPECT_EQ(r_.error().code, code_) << r_.error().message;    \
-    EXPECT_THAT(r_.error().message, HasSubstr(words));          \
+#define EXPECT_REFUSED(expr, code_, words)                   \
+  do {                                                       \
+    auto r_ = (expr);                                        \
+    ASSERT_FALSE(r_.ok()) << #expr << " succeeded";          \
+    EXPECT_EQ(r_.error().code, code_) << r_.error().message; \
+    EXPECT_THAT(r_.error().message, HasSubstr(words));       \
   } while (0)
 
 // The model's whole observable state.
@@ -83,8 +83,11 @@ json dump(const Model& m) {
 // ---- parse_network ---------------------------------------------------------
 
 TEST(ParseNetwork, VlanWithAllFields) {
-  auto r = parse_network({{"id", "net1"}, {"type", "vlan"}, {"physnet", "physnet1"},
-                          {"segmentation_id", 100}, {"mtu", 9000}});
+  auto r = parse_network({{"id", "net1"},
+                          {"type", "vlan"},
+                          {"physnet", "physnet1"},
+                          {"segmentation_id", 100},
+                          {"mtu", 9000}});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->id, "net1");
   EXPECT_EQ(r->type, dp::NetType::kVlan);
@@ -125,8 +128,7 @@ TEST(ParseNetwork, IdWrongType) {
 TEST(ParseNetwork, IdBadSyntax) {
   for (std::string id : std::vector<std::string>{"", "-net", "_net", "a b", "net/1", "net\n",
                                                  std::string(65, 'x')}) {
-    EXPECT_REFUSED(parse_network({{"id", id}, {"type", "local"}}), "invalid_argument",
-                   "id: ");
+    EXPECT_REFUSED(parse_network({{"id", id}, {"type", "local"}}), "invalid_argument", "id: ");
   }
 }
 
@@ -157,8 +159,8 @@ TEST(ParseNetwork, PhysnetForbiddenForLocal) {
 }
 
 TEST(ParseNetwork, PhysnetWrongTypeOrName) {
-  EXPECT_REFUSED(parse_network({{"id", "n"}, {"type", "flat"}, {"physnet", 3}}),
-                 "invalid_argument", "physnet: expected a string");
+  EXPECT_REFUSED(parse_network({{"id", "n"}, {"type", "flat"}, {"physnet", 3}}), "invalid_argument",
+                 "physnet: expected a string");
   EXPECT_REFUSED(parse_network({{"id", "n"}, {"type", "flat"}, {"physnet", "a b"}}),
                  "invalid_argument", "physnet: ");
 }
@@ -241,19 +243,23 @@ TEST(ParseNetwork, ToJsonRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.error().message;
     EXPECT_EQ(to_json(*back), out);
   }
-  EXPECT_EQ(to_json(net_spec(vlan_json("v", 7))),
-            json({{"id", "v"}, {"type", "vlan"}, {"physnet", "physnet1"},
-                  {"segmentation_id", 7}, {"mtu", 1500}}));
-  EXPECT_EQ(to_json(net_spec({{"id", "l"}, {"type", "local"}})),
-            json({{"id", "l"}, {"type", "local"}, {"physnet", nullptr},
-                  {"segmentation_id", nullptr}, {"mtu", 1500}}));
+  EXPECT_EQ(to_json(net_spec(vlan_json("v", 7))), json({{"id", "v"},
+                                                        {"type", "vlan"},
+                                                        {"physnet", "physnet1"},
+                                                        {"segmentation_id", 7},
+                                                        {"mtu", 1500}}));
+  EXPECT_EQ(to_json(net_spec({{"id", "l"}, {"type", "local"}})), json({{"id", "l"},
+                                                                       {"type", "local"},
+                                                                       {"physnet", nullptr},
+                                                                       {"segmentation_id", nullptr},
+                                                                       {"mtu", 1500}}));
 }
 
 // ---- parse_port ------------------------------------------------------------
 
 TEST(ParsePort, Valid) {
-  auto r = parse_port(port_json(kUuidA, "net1", "02:00:00:00:00:01",
-                                {"10.0.0.5", "2001:db8::5"}, "net_pcap0,rx_pcap=/tmp/a.pcap"));
+  auto r = parse_port(port_json(kUuidA, "net1", "02:00:00:00:00:01", {"10.0.0.5", "2001:db8::5"},
+                                "net_pcap0,rx_pcap=/tmp/a.pcap"));
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->id, kUuidA);
   EXPECT_EQ(r->network, "net1");
@@ -266,8 +272,8 @@ TEST(ParsePort, Valid) {
 }
 
 TEST(ParsePort, UpperCaseUuidAndMacStoredLowerCase) {
-  auto r = parse_port(port_json("AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE", "net1",
-                                "0A:BB:CC:DD:EE:FF"));
+  auto r =
+      parse_port(port_json("AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE", "net1", "0A:BB:CC:DD:EE:FF"));
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->id, kUuidB);
   EXPECT_EQ(mac_to_string(r->mac), "0a:bb:cc:dd:ee:ff");
@@ -282,9 +288,10 @@ TEST(ParsePort, FixedIpsOptional) {
 }
 
 TEST(ParsePort, IdNotUuid) {
-  for (const char* id : {"net1", "11111111-2222-3333-4444-55555555555",
-                         "11111111-2222-3333-4444-5555555555555", "111111112222-3333-4444-555555555555",
-                         "1111111-22222-3333-4444-555555555555", "g1111111-2222-3333-4444-555555555555"}) {
+  for (const char* id :
+       {"net1", "11111111-2222-3333-4444-55555555555", "11111111-2222-3333-4444-5555555555555",
+        "111111112222-3333-4444-555555555555", "1111111-22222-3333-4444-555555555555",
+        "g1111111-2222-3333-4444-555555555555"}) {
     EXPECT_REFUSED(parse_port(port_json(id)), "invalid_argument", "id: ");
   }
   json j = port_json();
@@ -357,12 +364,69 @@ TEST(ParsePort, AttachRequiredObject) {
   EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach: expected an object");
 }
 
-TEST(ParsePort, AttachTypeMustBeEthdev) {
+TEST(ParsePort, AttachTypeMustBeKnown) {
   json j = port_json();
-  j["attach"]["type"] = "vhost";
-  EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.type: \"vhost\" is not one of ethdev");
+  j["attach"]["type"] = "tap";
+  EXPECT_REFUSED(parse_port(j), "invalid_argument",
+                 "attach.type: \"tap\" is not one of ethdev, vhost");
+  j["attach"]["type"] = 1;
+  EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.type: expected a string");
   j["attach"].erase("type");
   EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.type: missing");
+}
+
+json vhost_attach(const std::string& path, const char* mode = nullptr) {
+  json a = {{"type", "vhost"}, {"path", path}};
+  if (mode) a["mode"] = mode;
+  return a;
+}
+
+TEST(ParsePort, AttachVhost) {
+  json j = port_json();
+  j["attach"] = vhost_attach("/run/strait/vhu11111111-22.sock");
+  auto r = parse_port(j);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->attach.kind, Attachment::Kind::kVhost);
+  EXPECT_EQ(r->attach.path, "/run/strait/vhu11111111-22.sock");
+  EXPECT_EQ(r->attach.mode, Attachment::Mode::kClient);  // QEMU is the server by default
+  j["attach"] = vhost_attach("/tmp/v.sock", "server");
+  r = parse_port(j);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->attach.mode, Attachment::Mode::kServer);
+  EXPECT_EQ(to_json(*r)["attach"],
+            json({{"type", "vhost"}, {"path", "/tmp/v.sock"}, {"mode", "server"}}));
+  auto back = parse_port(to_json(*r));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(to_json(*back), to_json(*r));
+}
+
+TEST(ParsePort, AttachVhostPath) {
+  json j = port_json();
+  j["attach"] = {{"type", "vhost"}};
+  EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.path: missing");
+  for (std::string path :
+       std::vector<std::string>{"", "relative.sock", "/a b.sock", "/" + std::string(107, 'x')}) {
+    j["attach"] = vhost_attach(path);
+    EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.path: ");
+  }
+  j["attach"] = vhost_attach("/" + std::string(106, 'x'));  // 107 bytes: fits sun_path
+  EXPECT_TRUE(parse_port(j).ok());
+}
+
+TEST(ParsePort, AttachVhostMode) {
+  json j = port_json();
+  j["attach"] = vhost_attach("/tmp/v.sock", "both");
+  EXPECT_REFUSED(parse_port(j), "invalid_argument",
+                 "attach.mode: \"both\" is not one of client, server");
+}
+
+TEST(ParsePort, AttachKeysBelongToTheirType) {
+  json j = port_json();
+  j["attach"]["path"] = "/tmp/v.sock";  // ethdev has no path
+  EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.path: unknown field");
+  j["attach"] = vhost_attach("/tmp/v.sock");
+  j["attach"]["devargs"] = "net_ring0";  // vhost has no devargs
+  EXPECT_REFUSED(parse_port(j), "invalid_argument", "attach.devargs: unknown field");
 }
 
 TEST(ParsePort, AttachDevargs) {
@@ -394,8 +458,8 @@ TEST(ParsePort, UnknownKeyNamed) {
 }
 
 TEST(ParsePort, ToJsonRoundTrips) {
-  PortSpec p = port_spec(port_json(kUuidA, "net1", "02:AB:00:00:00:01", {"10.0.0.5", "2001:DB8::5"},
-                                   "net_ring1"));
+  PortSpec p = port_spec(
+      port_json(kUuidA, "net1", "02:AB:00:00:00:01", {"10.0.0.5", "2001:DB8::5"}, "net_ring1"));
   json out = to_json(p);
   EXPECT_EQ(out, json({{"id", kUuidA},
                        {"network", "net1"},
@@ -479,9 +543,9 @@ TEST_F(ModelTest, AddNetworkDuplicateId) {
 
 TEST_F(ModelTest, AddNetworkUnknownPhysnet) {
   json before = dump(m);
-  EXPECT_REFUSED(
-      m.add_network(net_spec({{"id", "f"}, {"type", "flat"}, {"physnet", "physnet9"}})),
-      "not_found", "physnet: physnet9 is not in the config (configured: physnet1, physnet2)");
+  EXPECT_REFUSED(m.add_network(net_spec({{"id", "f"}, {"type", "flat"}, {"physnet", "physnet9"}})),
+                 "not_found",
+                 "physnet: physnet9 is not in the config (configured: physnet1, physnet2)");
   EXPECT_EQ(dump(m), before);
 }
 
@@ -511,8 +575,9 @@ TEST_F(ModelTest, VlanSegmentUniquePerPhysnet) {
 TEST_F(ModelTest, OneFlatNetworkPerPhysnet) {
   add_net({{"id", "flat1"}, {"type", "flat"}, {"physnet", "physnet1"}});
   json before = dump(m);
-  EXPECT_REFUSED(m.add_network(net_spec({{"id", "flat2"}, {"type", "flat"}, {"physnet", "physnet1"}})),
-                 "conflict", "physnet1 already carries flat network flat1");
+  EXPECT_REFUSED(
+      m.add_network(net_spec({{"id", "flat2"}, {"type", "flat"}, {"physnet", "physnet1"}})),
+      "conflict", "physnet1 already carries flat network flat1");
   EXPECT_EQ(dump(m), before);
   add_net({{"id", "flat3"}, {"type", "flat"}, {"physnet", "physnet2"}});
   add_net(vlan_json("vlan1", 5));  // VLAN networks share the physnet with the flat one
@@ -596,11 +661,11 @@ TEST_F(ModelTest, MacUniqueWithinNetwork) {
   add_net(vlan_json("net2", 200));
   add_port(port_json(kUuidA, "net1", "02:00:00:00:00:01", json::array(), "net_ring1"));
   json before = dump(m);
-  EXPECT_REFUSED(m.add_port(port_spec(port_json(kUuidB, "net1", "02:00:00:00:00:01",
-                                                json::array(), "net_ring2"))),
-                 "conflict",
-                 std::string("mac: 02:00:00:00:00:01 is already used by port ") + kUuidA +
-                     " in network net1");
+  EXPECT_REFUSED(
+      m.add_port(
+          port_spec(port_json(kUuidB, "net1", "02:00:00:00:00:01", json::array(), "net_ring2"))),
+      "conflict",
+      std::string("mac: 02:00:00:00:00:01 is already used by port ") + kUuidA + " in network net1");
   EXPECT_EQ(dump(m), before);
   // Another network is another L2 domain.
   add_port(port_json(kUuidB, "net2", "02:00:00:00:00:01", json::array(), "net_ring2"));
@@ -609,7 +674,8 @@ TEST_F(ModelTest, MacUniqueWithinNetwork) {
 TEST_F(ModelTest, FixedIpsUniqueWithinNetwork) {
   add_net(vlan_json("net1", 100));
   add_net(vlan_json("net2", 200));
-  add_port(port_json(kUuidA, "net1", "02:00:00:00:00:01", {"10.0.0.1", "2001:db8::1"}, "net_ring1"));
+  add_port(
+      port_json(kUuidA, "net1", "02:00:00:00:00:01", {"10.0.0.1", "2001:db8::1"}, "net_ring1"));
   json before = dump(m);
   EXPECT_REFUSED(m.add_port(port_spec(port_json(kUuidB, "net1", "02:00:00:00:00:02",
                                                 {"10.0.0.2", "2001:DB8::1"}, "net_ring2"))),
@@ -622,28 +688,48 @@ TEST_F(ModelTest, FixedIpsUniqueWithinNetwork) {
 TEST_F(ModelTest, EthdevNotSharedBetweenPorts) {
   add_net(vlan_json("net1", 100));
   add_net(vlan_json("net2", 200));
-  add_port(port_json(kUuidA, "net1", "02:00:00:00:00:01", json::array(),
-                     "net_pcap1,rx_pcap=a.pcap"));
+  add_port(
+      port_json(kUuidA, "net1", "02:00:00:00:00:01", json::array(), "net_pcap1,rx_pcap=a.pcap"));
   json before = dump(m);
   // Other devargs, same ethdev name, other network: still the same device.
-  EXPECT_REFUSED(m.add_port(port_spec(port_json(kUuidB, "net2", "02:00:00:00:00:02",
-                                                json::array(), "net_pcap1,rx_pcap=b.pcap"))),
-                 "conflict",
-                 std::string("attach.devargs: ethdev net_pcap1 is already attached to port ") +
-                     kUuidA);
+  EXPECT_REFUSED(
+      m.add_port(port_spec(port_json(kUuidB, "net2", "02:00:00:00:00:02", json::array(),
+                                     "net_pcap1,rx_pcap=b.pcap"))),
+      "conflict",
+      std::string("attach.devargs: ethdev net_pcap1 is already attached to port ") + kUuidA);
   EXPECT_EQ(dump(m), before);
 }
 
 TEST_F(ModelTest, EthdevNotAPhysnetDevice) {
   add_net(vlan_json("net1", 100));
   json before = dump(m);
-  EXPECT_REFUSED(m.add_port(port_spec(port_json(kUuidA, "net1", "02:00:00:00:00:01",
-                                                json::array(), "net_ring0"))),
+  EXPECT_REFUSED(m.add_port(port_spec(
+                     port_json(kUuidA, "net1", "02:00:00:00:00:01", json::array(), "net_ring0"))),
                  "conflict", "ethdev net_ring0 is the device of physnet physnet1");
-  EXPECT_REFUSED(m.add_port(port_spec(port_json(kUuidA, "net1", "02:00:00:00:00:01",
-                                                json::array(), "net_pcap9,rx_pcap=x"))),
+  EXPECT_REFUSED(m.add_port(port_spec(port_json(kUuidA, "net1", "02:00:00:00:00:01", json::array(),
+                                                "net_pcap9,rx_pcap=x"))),
                  "conflict", "ethdev net_pcap9 is the device of physnet physnet2");
   EXPECT_EQ(dump(m), before);
+}
+
+TEST_F(ModelTest, VhostSocketNotSharedBetweenPorts) {
+  add_net(vlan_json("net1", 100));
+  add_net(vlan_json("net2", 200));
+  json a = port_json(kUuidA, "net1", "02:00:00:00:00:01");
+  a["attach"] = vhost_attach("/tmp/vhu-a.sock");
+  add_port(a);
+  json before = dump(m);
+  json b = port_json(kUuidB, "net2", "02:00:00:00:00:02");
+  b["attach"] = vhost_attach("/tmp/vhu-a.sock", "server");
+  EXPECT_REFUSED(
+      m.add_port(port_spec(b)), "conflict",
+      std::string("attach.path: socket /tmp/vhu-a.sock is already attached to port ") + kUuidA);
+  EXPECT_EQ(dump(m), before);
+  // A vhost port and an ethdev port never share a device.
+  add_port(port_json(kUuidB, "net1", "02:00:00:00:00:02", json::array(), "net_ring1"));
+  b["id"] = kUuidC;
+  b["attach"] = vhost_attach("/tmp/vhu-c.sock");
+  add_port(b);
 }
 
 TEST_F(ModelTest, FirstPortAllocatesLocalVlan) {
@@ -751,20 +837,25 @@ TEST_F(ModelTest, RefusedRequestsChangeNothing) {
   const json before = dump(m);
   EXPECT_FALSE(m.add_network(net_spec(vlan_json("net1", 300))).ok());
   EXPECT_FALSE(m.add_network(net_spec(vlan_json("netx", 100))).ok());
-  EXPECT_FALSE(m.add_network(net_spec({{"id", "f2"}, {"type", "flat"}, {"physnet", "physnet1"}})).ok());
+  EXPECT_FALSE(
+      m.add_network(net_spec({{"id", "f2"}, {"type", "flat"}, {"physnet", "physnet1"}})).ok());
   EXPECT_FALSE(m.add_network(net_spec({{"id", "f3"}, {"type", "flat"}, {"physnet", "nope"}})).ok());
   EXPECT_FALSE(m.remove_network("net1").ok());
   EXPECT_FALSE(m.remove_network("nope").ok());
   EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidA, "flat1", "02:00:00:00:00:09"))).ok());
   EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "nope"))).ok());
   EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "net1", "02:00:00:00:00:01", json::array(),
-                                               "net_ring2"))).ok());
+                                              "net_ring2")))
+                   .ok());
   EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "net1", "02:00:00:00:00:02", {"10.0.0.1"},
-                                               "net_ring2"))).ok());
-  EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "flat1", "02:00:00:00:00:02",
-                                               json::array(), "net_ring1"))).ok());
-  EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "flat1", "02:00:00:00:00:02",
-                                               json::array(), "net_ring0"))).ok());
+                                              "net_ring2")))
+                   .ok());
+  EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "flat1", "02:00:00:00:00:02", json::array(),
+                                              "net_ring1")))
+                   .ok());
+  EXPECT_FALSE(m.add_port(port_spec(port_json(kUuidB, "flat1", "02:00:00:00:00:02", json::array(),
+                                              "net_ring0")))
+                   .ok());
   EXPECT_FALSE(m.remove_port(kUuidC).ok());
   EXPECT_EQ(dump(m), before);
 }

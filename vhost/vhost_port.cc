@@ -1,0 +1,147 @@
+#include "vhost/vhost_port.h"
+
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <rte_vhost.h>
+
+namespace strait::vhost {
+namespace {
+
+pthread_t g_control_thread;
+bool g_control_set = false;
+
+bool on_control_thread() {
+  return g_control_set && pthread_equal(pthread_self(), g_control_thread);
+}
+
+const rte_vhost_device_ops kOps = {
+    .new_device = nullptr,  // set in add_socket (the members are static functions)
+    .destroy_device = nullptr,
+    .vring_state_changed = nullptr,
+    .features_changed = nullptr,
+    .new_connection = nullptr,
+    .destroy_connection = nullptr,
+    .guest_notified = nullptr,
+};
+
+// Offloads the datapath does not implement: a guest must not hand us
+// unsegmented or checksum-less frames (OVS's userspace-tso-enable=false).
+// Feature bits of the virtio spec (5.1.3): CSUM 0, GUEST_CSUM 1, GUEST_TSO4 7,
+// GUEST_TSO6 8, GUEST_ECN 9, GUEST_UFO 10, HOST_TSO4 11, HOST_TSO6 12,
+// HOST_ECN 13, HOST_UFO 14.
+constexpr uint64_t kDisabledFeatures = (1ULL << 0) | (1ULL << 1) | (1ULL << 7) | (1ULL << 8) |
+                                       (1ULL << 9) | (1ULL << 10) | (1ULL << 11) | (1ULL << 12) |
+                                       (1ULL << 13) | (1ULL << 14);
+
+}  // namespace
+
+void set_control_thread() {
+  g_control_thread = pthread_self();
+  g_control_set = true;
+}
+
+Backend& Backend::instance() {
+  static Backend b;
+  return b;
+}
+
+int Backend::add_socket(const std::string& path, Mode mode, std::string* err) {
+  uint64_t flags = 0;
+  // Client mode reconnects by itself (no RTE_VHOST_USER_NO_RECONNECT).
+  if (mode == Mode::kClient) flags |= RTE_VHOST_USER_CLIENT;
+  if (rte_vhost_driver_register(path.c_str(), flags) != 0) {
+    *err = "vhost socket " + path + ": cannot register (already registered, or bad path)";
+    return -EINVAL;
+  }
+  static rte_vhost_device_ops ops = [] {
+    rte_vhost_device_ops o = kOps;
+    o.new_device = &Backend::on_new_device;
+    o.destroy_device = &Backend::on_destroy_device;
+    o.vring_state_changed = &Backend::on_vring_state;
+    return o;
+  }();
+  rte_vhost_driver_disable_features(path.c_str(), kDisabledFeatures);
+  if (rte_vhost_driver_callback_register(path.c_str(), &ops) != 0 ||
+      rte_vhost_driver_start(path.c_str()) != 0) {
+    rte_vhost_driver_unregister(path.c_str());
+    *err = "vhost socket " + path + ": cannot start" +
+           (mode == Mode::kServer ? " (is the directory there and writable?)" : "");
+    return -EIO;
+  }
+  // Server mode: QEMU (libvirt-qemu) must reach the socket we created.
+  if (mode == Mode::kServer) chmod(path.c_str(), 0660);
+  return 0;
+}
+
+void Backend::remove_socket(const std::string& path) {
+  // rte_vhost_driver_unregister spins while a callback of this socket runs,
+  // so a destroy_device waiting on us must be let go first (its port is out
+  // of the datapath already: the caller unpublished it and waited).
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    retiring_.insert(path);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.path == path) {
+        it->second.done->set_value();
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  rte_vhost_driver_unregister(path.c_str());
+  std::lock_guard<std::mutex> l(mu_);
+  retiring_.erase(path);
+}
+
+void Backend::post(const Event& ev) {
+  // Only the vhost-events thread posts (control-thread callbacks return
+  // early), so the single-producer queue holds. A full queue means the
+  // control thread is gone; waiting is all a callback can do.
+  while (!queue_.push(ev)) std::this_thread::yield();
+}
+
+void Backend::complete(int vid) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = waiting_.find(vid);
+  if (it == waiting_.end()) return;  // released by remove_socket
+  it->second.done->set_value();
+  waiting_.erase(it);
+}
+
+int Backend::on_new_device(int vid) {
+  Event ev{EventKind::kNewDevice, vid};
+  rte_vhost_get_ifname(vid, ev.path, sizeof(ev.path));
+  instance().post(ev);
+  return 0;
+}
+
+void Backend::on_destroy_device(int vid) {
+  Event ev{EventKind::kDestroyDevice, vid};
+  rte_vhost_get_ifname(vid, ev.path, sizeof(ev.path));
+  if (on_control_thread()) return;  // remove_socket: the caller already unpublished it
+  Backend& b = instance();
+  std::promise<void> done;
+  auto fut = done.get_future();
+  {
+    std::lock_guard<std::mutex> l(b.mu_);
+    if (b.retiring_.count(ev.path)) return;
+    b.waiting_[vid] = {ev.path, &done};
+  }
+  b.post(ev);
+  fut.wait();  // guest memory stays mapped until no worker can reach it
+}
+
+int Backend::on_vring_state(int vid, uint16_t queue_id, int enable) {
+  Event ev{EventKind::kVringState, vid, queue_id, enable != 0};
+  rte_vhost_get_ifname(vid, ev.path, sizeof(ev.path));
+  if (!on_control_thread()) instance().post(ev);
+  return 0;
+}
+
+}  // namespace strait::vhost
