@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Tables and JSON for bench/run.sh (Debian python3, standard library only).
+
+report.py RESULTS.tsv META.txt OUT.json; the rest comes from B_* variables.
+RESULTS.tsv: switch scenario size flows rep status mpps txfail samples note
+"""
+import collections
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+CEILING = "ceiling"
+
+
+def p90(values):
+    """90th percentile, nearest rank (the value 90 % of samples are <= to)."""
+    v = sorted(values)
+    if not v:
+        return None
+    k = max(0, min(len(v) - 1, -(-9 * len(v) // 10) - 1))
+    return v[k]
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def calib(line):
+    d = dict(re.findall(r"(\w+)=([0-9.]+)", line or ""))
+    return {k: float(v) for k, v in d.items()} or {"raw": line}
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001 - best effort machine info
+        return ""
+
+
+def machine():
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem_gib = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "nproc": os.cpu_count(),
+        "mem_gib": mem_gib,
+        "kernel": platform.release(),
+        "os": sh(". /etc/os-release && echo $PRETTY_NAME"),
+        "dpdk": sh("pkg-config --modversion libdpdk"),
+        "testpmd": os.environ.get("B_TESTPMD", ""),
+        "memory_mode": os.environ.get("B_MEM", ""),
+        "loadavg_end": sh("cut -d' ' -f1-3 /proc/loadavg"),
+        "hostname": platform.node(),
+    }
+
+
+def main():
+    res_path, meta_path, json_path = sys.argv[1:4]
+    rows = [l.rstrip("\n").split("\t") for l in open(res_path) if l.strip()]
+    meta = collections.defaultdict(dict)
+    for line in open(meta_path):
+        kind, sw, text = line.rstrip("\n").split("\t", 2)
+        meta[kind][sw] = text
+
+    points = collections.OrderedDict()   # (scenario, size, flows) -> switches
+    failures = []
+    unavailable = {}
+    for r in rows:
+        r += [""] * (10 - len(r))
+        sw, sc, size, flows, rep, status, mpps, txf, samples, note = r[:10]
+        if status == "unavailable":
+            unavailable[sw] = note
+            continue
+        key = (sc, int(size), int(flows))
+        d = points.setdefault(key, collections.OrderedDict()).setdefault(
+            sw, {"reps": [], "txfail": [], "samples": [], "failed": 0, "metrics": []})
+        if status != "ok" or num(mpps) is None:
+            d["failed"] += 1
+            failures.append(f"{sw} {sc} size={size} flows={flows} rep={rep}: {status} {note}")
+            continue
+        d["reps"].append(float(mpps))
+        if num(txf) is not None:
+            d["txfail"].append(float(txf))
+        d["samples"] += [float(x) for x in samples.split(",") if x]
+        met = {}
+        for kv in note.split():
+            k, _, v = kv.partition("=")
+            met[k] = int(v) if v.isdigit() else (num(v) if num(v) is not None else v)
+        d["metrics"].append(met)
+
+    results = []
+    for (sc, size, flows), sws in points.items():
+        for sw, d in sws.items():
+            v = d["reps"]
+            results.append({
+                "switch": sw, "scenario": sc, "size": size, "flows": flows,
+                "median_mpps": round(statistics.median(v), 3) if v else None,
+                "min": min(v) if v else None,
+                "max": max(v) if v else None,
+                "p90": p90(d["samples"]),
+                "reps": v,
+                "failed_reps": d["failed"],
+                "txfail_mpps_median": round(statistics.median(d["txfail"]), 3) if d["txfail"] else None,
+                "gbps_l1_median": round(statistics.median(v) * (size + 20) * 8 / 1000, 3) if v else None,
+                "samples": d["samples"],
+                "switch_metrics": d["metrics"],
+            })
+
+    reps = os.environ.get("B_REPS", "?")
+    print()
+    print(f"== Strait whole-switch bench: {reps} reps x {os.environ.get('B_DUR')} s "
+          f"(+{os.environ.get('B_WARM')} s warm-up), switches alternated rep by rep; "
+          f"memory: {os.environ.get('B_MEM')}")
+    m = machine()
+    print(f"== machine: {m['cpu']}, {m['nproc']} cpus, {m['kernel']}, DPDK {m['dpdk']}")
+    print(f"== cores: switch forwarding thread on core {os.environ.get('B_SW_CPU')} alone; "
+          f"strait-gen (gen+sink, 1 thread) and the switches' other threads on core "
+          f"{os.environ.get('B_GEN_CPU')}")
+    for sw, text in meta["desc"].items():
+        print(f"   {sw}: {text}")
+    for sw, text in meta["placement"].items():
+        print(f"   threads (name:allowed cpus) {text}")
+    print(f"== calib c2c (core0<->core1 cache-line round trip; ~60 ns = same L3, ~300 ns = apart): "
+          f"start {os.environ.get('B_CALIB_START')} / end {os.environ.get('B_CALIB_END')}")
+    print(f"== CPUs idle (other load on the machine): {os.environ.get('B_IDLE_START')} % before, "
+          f"{os.environ.get('B_IDLE_END')} % after the run (below ~90 %: numbers are low and noisy)")
+    print("== Mpps at the sink; median/min/max over reps; p90-1s = 90th percentile of the "
+          "1-second samples; txfail > 0: the switch was the bottleneck")
+    for sw, why in unavailable.items():
+        print(f"== {sw}: NOT RUN: {why}")
+    print()
+    hdr = (f"{'scenario':9} {'size':>5} {'flows':>7} {'switch':9} {'median':>8} {'min':>7} "
+           f"{'max':>7} {'p90-1s':>7} {'Gbit/s':>7} {'txfail':>7} {'reps':>5}  switch counters (median)")
+    print(hdr)
+    print("-" * len(hdr))
+
+    def f(x, w=7, p=3):
+        return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
+
+    def counters(mets):
+        keys = []
+        for m_ in mets:
+            keys += [k for k in m_ if k not in keys and k != "packets"]
+        out = []
+        for k in keys:
+            v = [m_[k] for m_ in mets if isinstance(m_.get(k), (int, float))]
+            if v:
+                out.append(f"{k}={statistics.median(v):.0f}")
+        return " ".join(out)
+
+    for r in results:
+        ok = len(r["reps"])
+        reps_s = f"{ok}/{ok + r['failed_reps']}"
+        print(f"{r['scenario']:9} {r['size']:>5} {r['flows']:>7} {r['switch']:9} "
+              f"{f(r['median_mpps'], 8)} {f(r['min'])} {f(r['max'])} {f(r['p90'])} "
+              f"{f(r['gbps_l1_median'], 7, 2)} {f(r['txfail_mpps_median'])} {reps_s:>5}  "
+              f"{counters(r['switch_metrics'])}")
+
+    ratios = []
+    for (sc, size, flows), sws in points.items():
+        base = next((r for r in results if r["switch"] == CEILING and r["scenario"] == sc
+                     and r["size"] == size and r["flows"] == flows), None)
+        for r in results:
+            if (r["switch"] == CEILING or r["scenario"] != sc or r["size"] != size
+                    or r["flows"] != flows):
+                continue
+            med = (r["median_mpps"] / base["median_mpps"]
+                   if base and base["median_mpps"] and r["median_mpps"] is not None else None)
+            q = (r["p90"] / base["p90"] if base and base["p90"] and r["p90"] is not None else None)
+            ratios.append({"switch": r["switch"], "scenario": sc, "size": size, "flows": flows,
+                           "median_ratio": round(med, 3) if med is not None else None,
+                           "p90_ratio": round(q, 3) if q is not None else None})
+    if ratios:
+        print()
+        hdr = f"{'scenario':9} {'size':>5} {'flows':>7} {'switch / ceiling':18} {'median':>7} {'p90-1s':>7}"
+        print(hdr)
+        print("-" * len(hdr))
+        for x in ratios:
+            print(f"{x['scenario']:9} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + CEILING:18} "
+                  f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
+    if failures:
+        print()
+        print(f"== {len(failures)} failed reps:")
+        for x in failures:
+            print("   " + x)
+    print()
+    print(f"== wall time {os.environ.get('B_WALL')} s; logs: {os.environ.get('B_LOGS')}")
+
+    doc = {
+        "results": results,
+        "ratios": ratios,
+        "machine": m,
+        "cores": {
+            "switch_forwarding_cpu": int(os.environ.get("B_SW_CPU", 1)),
+            "generator_cpu": int(os.environ.get("B_GEN_CPU", 0)),
+            "switch_other_threads_cpu": int(os.environ.get("B_GEN_CPU", 0)),
+            "switches": dict(meta["desc"]),
+            "observed_threads": dict(meta["placement"]),
+        },
+        "calib": {"start": calib(os.environ.get("B_CALIB_START")),
+                  "end": calib(os.environ.get("B_CALIB_END")),
+                  "idle_pct_start": num(os.environ.get("B_IDLE_START")),
+                  "idle_pct_end": num(os.environ.get("B_IDLE_END"))},
+        "config": {"reps": int(reps) if reps.isdigit() else reps,
+                   "duration_s": num(os.environ.get("B_DUR")),
+                   "warmup_s": num(os.environ.get("B_WARM")),
+                   "quick": os.environ.get("B_QUICK") == "1",
+                   "build": os.environ.get("B_BUILD"),
+                   "logs": os.environ.get("B_LOGS")},
+        "unavailable": unavailable,
+        "failures": failures,
+    }
+    with open(json_path, "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()

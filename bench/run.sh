@@ -1,0 +1,414 @@
+#!/bin/bash
+# Whole-switch benchmark: the same generator (strait-gen) and the same
+# vhost-user devices in front of each switch, switches alternated rep by rep
+# (ABAB) in one run, because this 2-vCPU cloud VM drifts by up to 2x within
+# minutes (see bench/README.md).
+#
+# Usage: bash bench/run.sh BUILD_DIR [options]
+#   --quick            1 rep, 64 B, 1 flow (about 30 s)
+#   --reps N           reps per point and switch (default 5)
+#   --duration S       measured seconds per rep (default 5)
+#   --warmup S         warm-up seconds before measuring (default 2)
+#   --sizes LIST       frame sizes incl. FCS (default 64,1518)
+#   --flows LIST       flow counts (default 1,1000,100000)
+#   --scenarios LIST   default l2
+#   --switches LIST    default ceiling,strait (ceiling = dpdk-testpmd io)
+#   --no-huge          all DPDK processes use --no-huge (memfd) memory
+#   --huge             use 2 MB hugepages (default when root; reserves them
+#                      in /proc/sys/vm/nr_hugepages if needed, restores after)
+#   --out DIR          where the JSON and logs go (default BUILD_DIR/bench-results)
+#   --keep             keep the temp dir (runtime state, logs) after the run
+# The last line printed is the path of the JSON results file.
+#
+# Cores: core 1 = the switch's forwarding thread, alone (testpmd's forwarding
+# lcore / straitd's single worker); core 0 = strait-gen (generator + sink,
+# one thread) + the switch's main/control threads.
+#
+# Adding a switch X: define sw_X_check (prints why X cannot run, returns 1),
+# sw_X_start SCENARIO SOCK1 SOCK2 LOG (background, sets SW_PID; returns 0 once
+# it is attaching to both sockets as vhost-user client; prints why on failure),
+# sw_X_stop (stops SW_PID; may write "key=value ..." to $W/metrics.txt, kept
+# per rep), and sw_X_desc (one line for the header); then list X in --switches.
+set -u
+set -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+usage() { sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+case "$1" in -h|--help) usage; exit 0 ;; esac
+BUILD=$(cd "$1" 2>/dev/null && pwd) || { echo "bench: no build dir $1" >&2; exit 2; }
+shift
+
+REPS=5 DUR=5 WARM=2
+SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2 SWITCHES=ceiling,strait
+MEM=auto OUT= KEEP=0 QUICK=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1; shift ;;
+    --reps) REPS=$2; shift 2 ;;
+    --duration) DUR=$2; shift 2 ;;
+    --warmup) WARM=$2; shift 2 ;;
+    --sizes) SIZES=$2; shift 2 ;;
+    --flows) FLOWS=$2; shift 2 ;;
+    --scenarios) SCENARIOS=$2; shift 2 ;;
+    --switches) SWITCHES=$2; shift 2 ;;
+    --no-huge) MEM=nohuge; shift ;;
+    --huge) MEM=huge; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench: unknown option $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+if [ $QUICK = 1 ]; then REPS=1; SIZES=64; FLOWS=1; fi
+for v in "$REPS" "$DUR" "$WARM"; do
+    [[ $v =~ ^[0-9]+$ ]] || { echo "bench: --reps/--duration/--warmup take whole numbers" >&2; exit 2; }
+done
+[ "$REPS" -ge 1 ] && [ "$DUR" -ge 1 ] || { echo "bench: --reps and --duration must be >= 1" >&2; exit 2; }
+IFS=, read -r -a SIZE_L <<< "$SIZES"
+IFS=, read -r -a FLOW_L <<< "$FLOWS"
+IFS=, read -r -a SCEN_L <<< "$SCENARIOS"
+IFS=, read -r -a SW_L <<< "$SWITCHES"
+
+GEN_CPU=0          # strait-gen + every non-forwarding thread
+SW_CPU=1           # the switch's forwarding thread, alone
+MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
+PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
+PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
+PY=/usr/bin/python3
+GEN=$BUILD/bench/strait-gen
+CALIB=$BUILD/bench/strait-calib
+STRAITD=$BUILD/control/straitd
+STRAITCTL=$BUILD/control/straitctl/straitctl
+TESTPMD=$(command -v dpdk-testpmd || true)
+PFX=strait-bench   # DPDK --file-prefix base: $PFX-gen, $PFX-ceiling, $PFX-strait
+T_START=$(date +%s)
+STAMP=$(date +%Y%m%d-%H%M%S)
+OUT=${OUT:-$BUILD/bench-results}
+
+log() { echo "[$(date +%T)] $*" >&2; }
+die() { echo "bench: $*" >&2; exit 1; }
+
+# ------------------------------------------------------------- prereqs ----
+[ -x $PY ] || die "$PY not found (Debian python3 is needed for the statistics)"
+if [ ! -x "$GEN" ] || [ ! -x "$CALIB" ]; then
+    log "building strait-gen and strait-calib in $BUILD"
+    cmake --build "$BUILD" --target strait-gen strait-calib >&2 || die "cannot build strait-gen/strait-calib"
+fi
+mkdir -p "$OUT" || die "cannot create $OUT"
+OUT=$(cd "$OUT" && pwd)
+
+exec 9> /tmp/strait-bench.lock
+flock -n 9 || die "another bench/run.sh is running (lock /tmp/strait-bench.lock)"
+
+W=$(mktemp -d /tmp/strait-bench.XXXXXX) || die "mktemp failed"
+RES=$W/results.tsv      # switch scenario size flows rep status mpps txfail samples note
+: > "$RES"
+GENPID= SW_PID= ADDED_HUGE=0
+
+TORN_DOWN=0
+teardown() {
+    [ $TORN_DOWN = 1 ] && return 0
+    TORN_DOWN=1
+    [ -n "$GENPID" ] && stop_pid "$GENPID" 5
+    [ -n "$SW_PID" ] && stop_pid "$SW_PID" 5
+    GENPID= SW_PID=
+    rm -rf /var/run/dpdk/$PFX-gen /var/run/dpdk/$PFX-ceiling /var/run/dpdk/$PFX-strait 2>/dev/null
+    give_back_hugepages
+    if [ -d "$W" ]; then
+        mkdir -p "$OUT/$STAMP-logs" && cp -r "$W"/*.log "$W"/*.tsv "$W"/*.txt "$OUT/$STAMP-logs/" 2>/dev/null
+        if [ $KEEP = 1 ]; then log "kept $W"; else rm -rf "$W"; fi
+    fi
+    return 0
+}
+# Take back only the pages this run added (others may have added some too).
+give_back_hugepages() {
+    [ "$ADDED_HUGE" -gt 0 ] || return 0
+    local cur; cur=$(cat /proc/sys/vm/nr_hugepages)
+    local n=$(( cur > ADDED_HUGE ? cur - ADDED_HUGE : 0 ))
+    echo $n > /proc/sys/vm/nr_hugepages 2>/dev/null && log "vm.nr_hugepages back to $n"
+    ADDED_HUGE=0
+}
+cleanup() { local rc=$?; trap - EXIT INT TERM; teardown; exit $rc; }
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+# stop_pid PID TIMEOUT_S: SIGTERM, then SIGKILL after the timeout.
+stop_pid() {
+    local pid=$1 t=$(( $2 * 10 ))
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+    kill -TERM "$pid" 2>/dev/null
+    while [ $t -gt 0 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; t=$((t - 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "pid $pid did not stop after SIGTERM: SIGKILL"
+        kill -KILL "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+    return 0
+}
+
+# ---------------------------------------------------------- the switches ---
+# ceiling: stock dpdk-testpmd, io forwarding between two net_vhost ports.
+sw_ceiling_desc() { echo "dpdk-testpmd --forward-mode=io (fwd lcore on core $SW_CPU, main lcore on core $GEN_CPU)"; }
+sw_ceiling_check() { [ -n "$TESTPMD" ] || { echo "dpdk-testpmd not found (apt install dpdk)"; return 1; }; }
+sw_ceiling_start() { # scenario sock1 sock2 log
+    taskset -c $GEN_CPU "$TESTPMD" --lcores "0@$GEN_CPU,1@$SW_CPU" --main-lcore 0 \
+        --file-prefix $PFX-ceiling $SW_MEM --no-pci --no-telemetry --log-level=lib.eal:error \
+        --vdev "net_vhost0,iface=$2,client=1,queues=1" --vdev "net_vhost1,iface=$3,client=1,queues=1" -- \
+        --forward-mode=io --port-topology=paired --nb-cores=1 --rxq=1 --txq=1 \
+        --total-num-mbufs=16384 --stats-period=1 > "$4" 2>&1 < /dev/null &
+    SW_PID=$!
+}
+sw_ceiling_stop() {
+    stop_pid "$SW_PID" 10; SW_PID=
+    # testpmd's own count of packets it could not hand to the sink's ring
+    sed -n '/Accumulated forward statistics/,/+++/s/.*TX-dropped: *\([0-9]*\).*/tx_dropped=\1/p' \
+        "$CUR_SWLOG" > "$W/metrics.txt"
+}
+
+# strait: straitd with one worker on core 1, two ports on a local network.
+STRAIT_DIR=$W/strait
+sw_strait_desc() { echo "straitd (worker lcore 1 on core $SW_CPU; main/control/API threads on core $GEN_CPU)"; }
+sw_strait_check() {
+    [ -x "$STRAITD" ] || { echo "straitd not built ($STRAITD missing)"; return 1; }
+    [ -x "$STRAITCTL" ] || { echo "straitctl not built ($STRAITCTL missing)"; return 1; }
+}
+ctl() { timeout 30 "$STRAITCTL" -s "$STRAIT_DIR/api.sock" "$@"; }
+sw_strait_start() { # scenario sock1 sock2 log
+    local log=$4 t
+    rm -rf "$STRAIT_DIR"; mkdir -p "$STRAIT_DIR/state"
+    cat > "$STRAIT_DIR/straitd.toml" <<EOF
+state_dir = "$STRAIT_DIR/state"
+api_socket = "$STRAIT_DIR/api.sock"
+
+[datapath]
+workers = [$SW_CPU]
+EOF
+    taskset -c $GEN_CPU "$STRAITD" --config "$STRAIT_DIR/straitd.toml" -- \
+        -l "$GEN_CPU,$SW_CPU" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \
+        > "$log" 2>&1 < /dev/null &
+    SW_PID=$!
+    for t in $(seq 300); do
+        [ -S "$STRAIT_DIR/api.sock" ] && break
+        kill -0 $SW_PID 2>/dev/null || { echo "straitd exited during start-up:"; tail -15 "$log"; return 1; }
+        sleep 0.1
+    done
+    [ -S "$STRAIT_DIR/api.sock" ] || { echo "straitd: no API socket after 30 s"; tail -15 "$log"; return 1; }
+    case "$1" in
+    l2)
+        { ctl network create bench --type local &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ethdev "net_vhost1,iface=$3,client=1,queues=1"
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
+    *) echo "strait: unknown scenario $1"; return 1 ;;
+    esac
+    return 0
+}
+sw_strait_stop() {
+    # keep what the switch says about the rep (drops, cycles) in its log
+    if kill -0 "$SW_PID" 2>/dev/null; then
+        ctl -o json stats > "$W/strait-stats.json" 2>&1
+        { echo "=== straitctl -o json stats"; cat "$W/strait-stats.json"
+          echo "=== straitctl -o json show"; ctl -o json show; } >> "$CUR_SWLOG" 2>&1
+        # whole-run (incl. warm-up) cycles per packet of the worker, drops
+        $PY - "$W/strait-stats.json" > "$W/metrics.txt" 2>/dev/null <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+w = s.get("workers", [])
+pk = sum(x.get("packets", 0) for x in w)
+busy = sum(x.get("busy_cycles", 0) for x in w)
+out = [f"cyc_per_pkt={busy / pk:.0f}" if pk else "cyc_per_pkt=NA", f"packets={pk}"]
+out += [f"drop_{k}={v}" for k, v in sorted(s.get("drops", {}).items())]
+print(" ".join(out))
+PYEOF
+    fi
+    stop_pid "$SW_PID" 10; SW_PID=
+}
+
+# ------------------------------------------------------------ scenarios ---
+scen_gen_args() { # scenario -> extra strait-gen options
+    case "$1" in
+    l2) echo "--learn" ;;  # plain L2 between two ports, MAC2 announced from port 1
+    *) return 1 ;;
+    esac
+}
+
+# ------------------------------------------------------------ measuring ---
+# Thread placement of PID: "name:cpus-allowed" for each thread.
+threads_of() {
+    local t out=
+    for t in /proc/$1/task/*; do
+        out+="$(cat $t/comm 2>/dev/null):$(awk '/^Cpus_allowed_list/{print $2}' $t/status 2>/dev/null) "
+    done
+    echo "$out"
+}
+
+# run_one SWITCH SCENARIO SIZE FLOWS REP
+run_one() {
+    local sw=$1 sc=$2 size=$3 flows=$4 rep=$5
+    local tag="$sw-$sc-$size-$flows-$rep"
+    local glog=$W/gen-$tag.log s1=$W/vhu1.sock s2=$W/vhu2.sock status=ok note=
+    CUR_SWLOG=$W/sw-$tag.log
+    rm -f "$s1" "$s2"
+    # strait-gen is the vhost-user server: it creates the sockets and blocks
+    # in its EAL init until the switch (client) connects to both.
+    taskset -c $GEN_CPU "$GEN" --lcores "0@$GEN_CPU" --file-prefix $PFX-gen $GEN_MEM \
+        --no-pci --no-telemetry --log-level=lib.eal:error \
+        --vdev "virtio_user0,path=$s1,server=1,queue_size=1024" \
+        --vdev "virtio_user1,path=$s2,server=1,queue_size=1024" -- \
+        --size "$size" --flows "$flows" --warmup "$WARM" --duration "$DUR" \
+        --src-mac $MAC1 --dst-mac $MAC2 --link-timeout 30 $(scen_gen_args "$sc") \
+        > "$glog" 2>&1 < /dev/null &
+    GENPID=$!
+    local t
+    for t in $(seq 100); do [ -S "$s1" ] && break; kill -0 $GENPID 2>/dev/null || break; sleep 0.1; done
+    if [ ! -S "$s1" ]; then
+        status=gen-failed; note="strait-gen did not create $s1"
+    elif ! sw_${sw}_start "$sc" "$s1" "$s2" "$CUR_SWLOG" > "$W/start-err.txt"; then
+        status=switch-failed; note=$(cat "$W/start-err.txt")
+    fi
+    if [ $status = ok ]; then
+        # the generator ends on its own; watch the switch and a deadline
+        local deadline=$(( $(date +%s) + WARM + DUR + 60 )) placed=0
+        while kill -0 $GENPID 2>/dev/null; do
+            if ! kill -0 "$SW_PID" 2>/dev/null; then
+                status=switch-died; note="switch exited during the rep: $(tail -3 "$CUR_SWLOG" | tr '\n' ' ')"; break
+            fi
+            if [ $placed = 0 ] && grep -q '^t=' "$glog"; then
+                placed=1
+                [ -z "${PLACEMENT[$sw]:-}" ] &&
+                    PLACEMENT[$sw]="$sw: $(threads_of "$SW_PID"); strait-gen: $(threads_of $GENPID)"
+            fi
+            [ "$(date +%s)" -gt $deadline ] && { status=timeout; note="generator still running at the deadline"; break; }
+            sleep 0.2
+        done
+    fi
+    stop_pid "$GENPID" 5; GENPID=
+    rm -f "$W/metrics.txt"
+    [ -n "$SW_PID" ] && sw_${sw}_stop
+    [ $status = ok ] && [ -s "$W/metrics.txt" ] && note=$(head -1 "$W/metrics.txt")
+    local mpps txf samples
+    mpps=$(sed -n 's/^RESULT rx_mpps=\([0-9.]*\).*/\1/p' "$glog")
+    txf=$(sed -n 's/^RESULT .*txfail_mpps=\([0-9.]*\).*/\1/p' "$glog")
+    samples=$(grep '^t=' "$glog" | grep -v warmup | sed -n 's/.*rx_mpps=\([0-9.]*\).*/\1/p' | paste -sd, -)
+    if [ $status = ok ] && [ -z "$mpps" ]; then
+        status=no-result; note=$(grep -E 'strait-gen:|ERR|error' "$glog" | tail -3 | tr '\n' ' ')
+    elif [ $status = ok ] && grep -q 'nothing arrived at the sink' "$glog"; then
+        status=no-traffic; note="0 packets at the sink; $(grep -iE 'fail|error' "$glog" "$CUR_SWLOG" | grep -v -- '-FAILED: 0' | tail -3 | tr '\n' ' ')"
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sw" "$sc" "$size" "$flows" "$rep" "$status" \
+        "${mpps:-NA}" "${txf:-NA}" "${samples:-}" "$(echo "$note" | tr '\t\n' '  ')" >> "$RES"
+    if [ $status = ok ]; then FAILS[$sw]=0; else FAILS[$sw]=$(( ${FAILS[$sw]:-0} + 1 )); fi
+    if [ $status = ok ]; then
+        log "$sc size=$size flows=$flows rep=$rep $sw: rx ${mpps} Mpps (txfail ${txf:-?} Mpps; 1-s: ${samples}) $note"
+    else
+        log "$sc size=$size flows=$flows rep=$rep $sw: FAILED ($status) $note"
+        log "  generator log tail: $(tail -4 "$glog" | tr '\n' ' ')"
+    fi
+}
+
+# ----------------------------------------------------------------- main ---
+declare -A PLACEMENT FAILS
+ACTIVE=()
+for sw in "${SW_L[@]}"; do
+    declare -F sw_${sw}_start >/dev/null || die "unknown switch '$sw' (known: ceiling strait)"
+    if why=$(sw_${sw}_check); then ACTIVE+=("$sw"); else
+        log "SKIPPING $sw: $why"
+        printf '%s\t-\t-\t-\t-\tunavailable\tNA\tNA\t\t%s\n' "$sw" "$why" >> "$RES"
+    fi
+done
+[ ${#ACTIVE[@]} -gt 0 ] || die "no switch can run"
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2)"; done
+
+# ---------------------------------------------------------- memory mode ---
+GEN_PAGES=128 SW_PAGES=256   # 2 MB pages: generator -m 256, switch -m 512
+MEM_ASKED=$MEM
+if [ $MEM = auto ]; then
+    free=$(awk '/HugePages_Free/{print $2}' /proc/meminfo)
+    if [ "$(id -u)" = 0 ] || [ "${free:-0}" -ge $((GEN_PAGES + SW_PAGES)) ]; then MEM=huge; else MEM=nohuge; fi
+fi
+if [ $MEM = huge ]; then
+    free=$(awk '/HugePages_Free/{print $2}' /proc/meminfo)
+    need=$((GEN_PAGES + SW_PAGES + 32))
+    if [ "${free:-0}" -lt $need ]; then
+        [ "$(id -u)" = 0 ] || die "need $need free 2 MB hugepages (have ${free:-0}); run as root or use --no-huge"
+        orig=$(cat /proc/sys/vm/nr_hugepages)
+        echo $((orig + need - free)) > /proc/sys/vm/nr_hugepages
+        ADDED_HUGE=$(( $(cat /proc/sys/vm/nr_hugepages) - orig ))
+        free=$(awk '/HugePages_Free/{print $2}' /proc/meminfo)
+        log "vm.nr_hugepages $orig -> $(cat /proc/sys/vm/nr_hugepages) (free $free; given back at the end)"
+        if [ "$free" -lt $need ]; then
+            give_back_hugepages
+            [ $MEM_ASKED = huge ] && die "could only get $free free hugepages (need $need); try --no-huge"
+            log "WARNING: could only get $free free hugepages (need $need): using --no-huge"
+            MEM=nohuge
+        fi
+    fi
+fi
+if [ $MEM = huge ]; then
+    # --in-memory: memfd-backed hugepages, no hugetlbfs mount or files needed.
+    # --single-file-segments: one fd per memseg list, so virtio-user can share
+    # all of its memory with the vhost-user backend (max 8 regions).
+    GEN_MEM="--in-memory --single-file-segments -m 256"
+    SW_MEM="--in-memory -m 512"
+else
+    # --no-huge is legacy-mem and thus incompatible with --in-memory; EAL
+    # backs it with one memfd (single-file segments implied), which
+    # virtio-user can share with the vhost-user backend.  --no-shconf keeps
+    # the shared config files out of /var/run/dpdk.
+    GEN_MEM="--no-huge --no-shconf -m 256"
+    SW_MEM="--no-huge --no-shconf -m 512"
+fi
+
+
+# Share of the 2 CPUs that was idle over 1 s: other work on the machine makes
+# every number here lower and noisier.
+idle_pct() {
+    local a b
+    a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+    local tot=0 i
+    for i in 1 2 3 4 5 6 7 8; do tot=$(( tot + b[i] - a[i] )); done
+    echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 0 ))
+}
+calib() { taskset -c $GEN_CPU "$CALIB" $GEN_CPU $SW_CPU 2>&1 | tail -1; }
+IDLE_START=$(idle_pct)
+CALIB_START=$(calib)
+npoints=$(( ${#SCEN_L[@]} * ${#SIZE_L[@]} * ${#FLOW_L[@]} ))
+log "strait bench: ${ACTIVE[*]}; ${npoints} points x $REPS reps x ${#ACTIVE[@]} switches, ${WARM}+${DUR} s each; memory: $MEM"
+log "calibration (start): $CALIB_START; CPUs idle before start: $IDLE_START %"
+[ "$IDLE_START" -lt 90 ] && log "WARNING: the machine is busy (only $IDLE_START % idle): numbers will be low and noisy. Busiest: $(ps -eo pcpu,comm --sort=-pcpu --no-headers | head -4 | tr -s ' ' | tr '\n' ',')"
+for sc in "${SCEN_L[@]}"; do
+    for size in "${SIZE_L[@]}"; do
+        for flows in "${FLOW_L[@]}"; do
+            for rep in $(seq "$REPS"); do
+                for sw in "${ACTIVE[@]}"; do
+                    if [ "${FAILS[$sw]:-0}" -ge 2 ]; then
+                        printf '%s\t%s\t%s\t%s\t%s\tskipped\tNA\tNA\t\t%s\n' "$sw" "$sc" "$size" "$flows" \
+                            "$rep" "not run: failed twice in a row before" >> "$RES"
+                        continue
+                    fi
+                    run_one "$sw" "$sc" "$size" "$flows" "$rep"
+                done
+            done
+        done
+    done
+done
+IDLE_END=$(idle_pct)
+CALIB_END=$(calib)
+log "calibration (end): $CALIB_END; CPUs idle after the run: $IDLE_END %"
+
+# ---------------------------------------------------------------- report ---
+{
+    for sw in "${ACTIVE[@]}"; do echo "desc	$sw	$(sw_${sw}_desc)"; done
+    for sw in "${!PLACEMENT[@]}"; do echo "placement	$sw	${PLACEMENT[$sw]}"; done
+} > "$W/meta.txt"
+JSON=$OUT/strait-bench-$STAMP.json
+export B_REPS=$REPS B_DUR=$DUR B_WARM=$WARM B_MEM=$MEM B_QUICK=$QUICK B_GEN_CPU=$GEN_CPU B_SW_CPU=$SW_CPU \
+    B_CALIB_START="$CALIB_START" B_CALIB_END="$CALIB_END" B_IDLE_START=$IDLE_START B_IDLE_END=$IDLE_END B_WALL=$(( $(date +%s) - T_START )) \
+    B_TESTPMD="$TESTPMD" B_BUILD="$BUILD" B_LOGS="$OUT/$STAMP-logs"
+$PY "$HERE/report.py" "$RES" "$W/meta.txt" "$JSON" || die "report failed (raw results: $RES)"
+log "logs: $OUT/$STAMP-logs"
+teardown
+echo "$JSON"

@@ -1,0 +1,523 @@
+// strait-gen: single-thread traffic generator + sink for whole-switch runs.
+//
+// One lcore does everything: transmit a burst on port 0 (the generator),
+// then drain port 1 (the sink), in a loop.  On the 2-core bench machine the
+// switch under test owns core 1 and everything else shares core 0, and two
+// busy-polling processes (a separate tx and rx tool) on one core would be
+// time-sliced by the scheduler in ms slices while a 1024-entry virtqueue
+// fills in ~100 us: the sink would measure the scheduler, not the switch.
+//
+// Ports, in EAL --vdev order: port 0 = tx, port 1 = rx (the counted result:
+// what arrived).  Port 0 is drained too (cheaply, every few loops), so frames
+// a switch sends back towards the generator (learning frames, floods) do not
+// back up.
+//
+//   strait-gen <EAL args> -- [options]
+//     --size N        frame size incl. the 4-byte FCS (64 -> 60 bytes sent)
+//     --flows N       distinct 5-tuples: IPv4 src 10.0.0.0/16 and UDP sport vary
+//     --src-mac M     source MAC of generated frames (default 02:00:00:00:00:01)
+//     --dst-mac M     destination MAC (default 02:00:00:00:00:02)
+//     --vlan VID      add an 802.1Q tag (frame size stays --size)
+//     --warmup S      seconds before measuring (default 2)
+//     --duration S    measured seconds (default 5)
+//     --learn         send --learn-pps frames/s from port 1 with src = dst-mac,
+//                     dst = src-mac (ethertype 0x88b5), so learning switches
+//                     know where dst-mac lives
+//     --learn-pps N   (default 10)
+//     --burst N       tx burst (default 32, max 64)
+//     --link-timeout S  wait this long for both links to come up (default 60)
+//
+// Output: "t=<s> rx_mpps=.. tx_mpps=.. txfail_mpps=.." once per second
+// ("warmup" appended during warm-up), then one line
+//   RESULT rx_mpps=.. tx_mpps=.. txfail_mpps=.. size=.. flows=.. secs=.. [extras]
+// txfail_mpps > 0: the ring into the switch was full, i.e. the switch (not
+// the generator) was the bottleneck.  Exit status: 0 ok, 1 usage/setup error,
+// 2 links did not come up, 3 no measurement (stopped in warm-up), 4 nothing
+// arrived at the sink while measuring (e.g. a virtio-user that could not share its
+// memory with the backend still reports link up).
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_udp.h>
+#include <rte_version.h>
+
+#include <getopt.h>
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+constexpr unsigned kMaxBurst = 64;
+constexpr uint16_t kRingSize = 1024;
+constexpr uint16_t kTxPort = 0;
+constexpr uint16_t kRxPort = 1;
+constexpr uint16_t kLearnEtherType = 0x88b5;  // IEEE local experimental
+constexpr unsigned kMaxFrame = 1518;          // incl. FCS
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+struct Options {
+  unsigned size = 64;
+  unsigned flows = 1;
+  unsigned burst = 32;
+  int vlan = -1;
+  double warmup = 2;
+  double duration = 5;
+  bool learn = false;
+  unsigned learn_pps = 10;
+  double link_timeout = 60;
+  rte_ether_addr src{{0x02, 0, 0, 0, 0, 0x01}};
+  rte_ether_addr dst{{0x02, 0, 0, 0, 0, 0x02}};
+};
+
+bool parse_mac(const char* s, rte_ether_addr* a) {
+  unsigned b[6];
+  char tail;
+  if (std::sscanf(s, "%x:%x:%x:%x:%x:%x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+                  &b[5], &tail) != 6)
+    return false;
+  for (int i = 0; i < 6; i++) {
+    if (b[i] > 0xff) return false;
+    a->addr_bytes[i] = static_cast<uint8_t>(b[i]);
+  }
+  return true;
+}
+
+bool parse_uint(const char* s, unsigned long max, unsigned* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = std::strtoul(s, &end, 10);
+  if (errno || end == s || *end || v > max) return false;
+  *out = static_cast<unsigned>(v);
+  return true;
+}
+
+bool parse_secs(const char* s, double* out) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (end == s || *end || v < 0 || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: strait-gen <EAL args> -- [--size N] [--flows N] "
+               "[--src-mac M] [--dst-mac M] [--vlan VID] [--warmup S] "
+               "[--duration S] [--learn] [--learn-pps N] [--burst N] "
+               "[--link-timeout S]\n");
+}
+
+int parse_args(int argc, char** argv, Options* o) {
+  enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps,
+         kBurst, kLinkTo, kHelp };
+  static const option opts[] = {
+      {"size", required_argument, nullptr, kSize},
+      {"flows", required_argument, nullptr, kFlows},
+      {"src-mac", required_argument, nullptr, kSrc},
+      {"dst-mac", required_argument, nullptr, kDst},
+      {"vlan", required_argument, nullptr, kVlan},
+      {"warmup", required_argument, nullptr, kWarm},
+      {"duration", required_argument, nullptr, kDur},
+      {"learn", no_argument, nullptr, kLearn},
+      {"learn-pps", required_argument, nullptr, kLearnPps},
+      {"burst", required_argument, nullptr, kBurst},
+      {"link-timeout", required_argument, nullptr, kLinkTo},
+      {"help", no_argument, nullptr, kHelp},
+      {nullptr, 0, nullptr, 0}};
+  optind = 1;
+  int c;
+  unsigned u;
+  while ((c = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+    bool ok = true;
+    switch (c) {
+      case kSize: ok = parse_uint(optarg, kMaxFrame, &o->size) && o->size >= 64; break;
+      case kFlows: ok = parse_uint(optarg, 1u << 24, &o->flows) && o->flows >= 1; break;
+      case kSrc: ok = parse_mac(optarg, &o->src); break;
+      case kDst: ok = parse_mac(optarg, &o->dst); break;
+      case kVlan: ok = parse_uint(optarg, 4095, &u); o->vlan = static_cast<int>(u); break;
+      case kWarm: ok = parse_secs(optarg, &o->warmup); break;
+      case kDur: ok = parse_secs(optarg, &o->duration) && o->duration > 0; break;
+      case kLearn: o->learn = true; break;
+      case kLearnPps: ok = parse_uint(optarg, 100000, &o->learn_pps) && o->learn_pps > 0; break;
+      case kBurst: ok = parse_uint(optarg, kMaxBurst, &o->burst) && o->burst >= 1; break;
+      case kLinkTo: ok = parse_secs(optarg, &o->link_timeout); break;
+      case kHelp: usage(); std::exit(0);
+      default: ok = false;
+    }
+    if (!ok) {
+      if (c >= kSize && c < kHelp)
+        std::fprintf(stderr, "strait-gen: bad value for --%s: %s\n",
+                     opts[c - kSize].name, optarg ? optarg : "");
+      usage();
+      return -1;
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "strait-gen: unexpected argument %s\n", argv[optind]);
+    usage();
+    return -1;
+  }
+  const unsigned min_size = o->vlan >= 0 ? 68 : 64;  // room for Eth(+tag)/IPv4/UDP
+  if (o->size < min_size) {
+    std::fprintf(stderr, "strait-gen: --size must be >= %u\n", min_size);
+    return -1;
+  }
+  return 0;
+}
+
+// Frame layout, fixed for the whole run.
+struct Layout {
+  uint16_t len;      // bytes handed to the port (size - FCS)
+  uint16_t l3;       // offset of the IPv4 header
+  uint16_t hdr_len;  // Eth[/VLAN]/IPv4/UDP
+  uint8_t hdr[64];   // header template (checksum field = 0)
+  uint32_t cksum0;   // raw 16-bit sum of the IPv4 header with src = 0, cksum = 0
+};
+
+Layout build_layout(const Options& o) {
+  Layout l{};
+  l.len = static_cast<uint16_t>(o.size - RTE_ETHER_CRC_LEN);
+  uint8_t* p = l.hdr;
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
+  rte_ether_addr_copy(&o.dst, &eth->dst_addr);
+  rte_ether_addr_copy(&o.src, &eth->src_addr);
+  uint16_t off = sizeof(rte_ether_hdr);
+  if (o.vlan >= 0) {
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
+    auto* vh = reinterpret_cast<rte_vlan_hdr*>(p + off);
+    vh->vlan_tci = rte_cpu_to_be_16(static_cast<uint16_t>(o.vlan));
+    vh->eth_proto = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    off += sizeof(rte_vlan_hdr);
+  } else {
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  }
+  l.l3 = off;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + off);
+  const uint16_t ip_len = static_cast<uint16_t>(l.len - off);
+  ip->version_ihl = RTE_IPV4_VHL_DEF;
+  ip->type_of_service = 0;
+  ip->total_length = rte_cpu_to_be_16(ip_len);
+  ip->packet_id = 0;
+  ip->fragment_offset = 0;
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->hdr_checksum = 0;
+  ip->src_addr = 0;
+  ip->dst_addr = rte_cpu_to_be_32(RTE_IPV4(10, 1, 0, 1));
+  l.cksum0 = rte_raw_cksum(ip, sizeof(*ip));
+  off += sizeof(rte_ipv4_hdr);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(p + off);
+  udp->src_port = rte_cpu_to_be_16(1024);
+  udp->dst_port = rte_cpu_to_be_16(5001);
+  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(ip_len - sizeof(rte_ipv4_hdr)));
+  udp->dgram_cksum = 0;  // optional in IPv4
+  off += sizeof(rte_udp_hdr);
+  l.hdr_len = off;
+  return l;
+}
+
+// Flow f (0-based): IPv4 src 10.0.x.y = 10.0.0.0 + ((f + 1) & 0xffff),
+// UDP sport 1024 + ((f + 1) >> 16).  Flow 0 is 10.0.0.1:1024.
+inline void write_headers(uint8_t* d, const Layout& l, uint32_t f) {
+  std::memcpy(d, l.hdr, l.hdr_len);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + l.l3);
+  const uint32_t n = f + 1;
+  const rte_be32_t src = rte_cpu_to_be_32(RTE_IPV4(10, 0, 0, 0) + (n & 0xffff));
+  ip->src_addr = src;
+  if (n >> 16) {
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+    udp->src_port = rte_cpu_to_be_16(static_cast<uint16_t>(1024 + (n >> 16)));
+  }
+  // Incremental checksum: the template's sum plus the two 16-bit words of src.
+  uint16_t w[2];
+  std::memcpy(w, &src, sizeof(w));
+  uint32_t s = l.cksum0 + w[0] + w[1];
+  s = (s & 0xffff) + (s >> 16);
+  s = (s & 0xffff) + (s >> 16);
+  ip->hdr_checksum = static_cast<uint16_t>(~s);
+}
+
+// Mempool object initialiser: every mbuf starts life holding a complete
+// frame (headers of flow 0 + payload pattern), so the payload is never
+// rewritten on the fast path; only the headers are, per packet.
+struct PoolInit {
+  const Layout* layout;
+};
+void init_mbuf_frame(rte_mempool* mp, void* arg, void* obj, unsigned) {
+  rte_pktmbuf_init(mp, nullptr, obj, 0);
+  auto* m = static_cast<rte_mbuf*>(obj);
+  const Layout& l = *static_cast<PoolInit*>(arg)->layout;
+  uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+  for (unsigned i = l.hdr_len; i < l.len; i++) d[i] = static_cast<uint8_t>(i);
+  write_headers(d, l, 0);
+}
+
+int port_setup(uint16_t port, rte_mempool* mp) {
+  rte_eth_conf conf{};
+  int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+  if (rc < 0) return rc;
+  uint16_t nrx = kRingSize, ntx = kRingSize;
+  rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
+  if (rc < 0) return rc;
+  const int sock = rte_eth_dev_socket_id(port);
+  const unsigned s = sock < 0 ? 0 : static_cast<unsigned>(sock);
+  rc = rte_eth_rx_queue_setup(port, 0, nrx, s, nullptr, mp);
+  if (rc < 0) return rc;
+  rc = rte_eth_tx_queue_setup(port, 0, ntx, s, nullptr);
+  if (rc < 0) return rc;
+  rc = rte_eth_dev_start(port);
+  if (rc < 0) return rc;
+  rte_eth_promiscuous_enable(port);  // unsupported on some vdevs: ignore
+  return 0;
+}
+
+std::string port_name(uint16_t port) {
+  char name[RTE_ETH_NAME_MAX_LEN] = "?";
+  rte_eth_dev_get_name_by_port(port, name);
+  return name;
+}
+
+bool links_up() {
+  for (uint16_t p : {kTxPort, kRxPort}) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(p, &link) < 0 || link.link_status != RTE_ETH_LINK_UP)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int eal = rte_eal_init(argc, argv);
+  if (eal < 0) {
+    std::fprintf(stderr, "strait-gen: EAL init failed: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  argv[eal] = argv[0];  // getopt wants a program name first
+  Options o;
+  if (parse_args(argc - eal, argv + eal, &o) < 0) {
+    rte_eal_cleanup();
+    return 1;
+  }
+  if (rte_eth_dev_count_avail() < 2) {
+    std::fprintf(stderr, "strait-gen: need 2 ports (port 0 = tx, port 1 = rx), have %u\n",
+                 rte_eth_dev_count_avail());
+    rte_eal_cleanup();
+    return 1;
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  const Layout layout = build_layout(o);
+  PoolInit pinit{&layout};
+  // 16k mbufs: 3 rings of 1024 + per-lcore cache + bursts in flight, with
+  // plenty of slack (about 40 MB, fits -m 128 with or without hugepages).
+  constexpr unsigned kMbufs = 16383;
+  rte_mempool* mp = rte_mempool_create("strait_gen", kMbufs,
+                                       sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
+                                       256, sizeof(rte_pktmbuf_pool_private),
+                                       rte_pktmbuf_pool_init, nullptr,
+                                       init_mbuf_frame, &pinit, rte_socket_id(), 0);
+  if (!mp) {
+    std::fprintf(stderr, "strait-gen: mempool: %s (more memory: -m)\n",
+                 rte_strerror(rte_errno));
+    rte_eal_cleanup();
+    return 1;
+  }
+  for (uint16_t p : {kTxPort, kRxPort}) {
+    const int rc = port_setup(p, mp);
+    if (rc < 0) {
+      std::fprintf(stderr, "strait-gen: port %u (%s) setup failed: %s\n", p,
+                   port_name(p).c_str(), rte_strerror(-rc));
+      rte_eal_cleanup();
+      return 1;
+    }
+  }
+  std::printf("strait-gen: %s; lcore %u; tx port 0 = %s, rx port 1 = %s; size=%u "
+              "(%u on the wire w/o FCS) flows=%u burst=%u vlan=%d learn=%s\n",
+              rte_version(), rte_lcore_id(), port_name(kTxPort).c_str(),
+              port_name(kRxPort).c_str(), o.size, layout.len, o.flows, o.burst,
+              o.vlan, o.learn ? "yes" : "no");
+  std::fflush(stdout);
+
+  const uint64_t hz = rte_get_tsc_hz();
+  {
+    const uint64_t t_end = rte_get_tsc_cycles() + static_cast<uint64_t>(o.link_timeout * hz);
+    while (!links_up()) {
+      if (g_stop || rte_get_tsc_cycles() > t_end) {
+        std::fprintf(stderr, "strait-gen: links not up after %.0f s (port0 %s, port1 %s)\n",
+                     o.link_timeout, port_name(kTxPort).c_str(), port_name(kRxPort).c_str());
+        for (uint16_t p : {kTxPort, kRxPort}) rte_eth_dev_stop(p);
+        rte_eal_cleanup();
+        return 2;
+      }
+      rte_delay_ms(10);
+    }
+  }
+
+  // Learning frame template (port 1 -> switch -> port 0).
+  uint8_t learn_frame[RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN] = {};
+  {
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(learn_frame);
+    rte_ether_addr_copy(&o.src, &eth->dst_addr);
+    rte_ether_addr_copy(&o.dst, &eth->src_addr);
+    if (o.vlan >= 0) {
+      eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
+      auto* vh = reinterpret_cast<rte_vlan_hdr*>(eth + 1);
+      vh->vlan_tci = rte_cpu_to_be_16(static_cast<uint16_t>(o.vlan));
+      vh->eth_proto = rte_cpu_to_be_16(kLearnEtherType);
+    } else {
+      eth->ether_type = rte_cpu_to_be_16(kLearnEtherType);
+    }
+  }
+
+  uint64_t rx = 0, tx = 0, txfail = 0, rx_bytes = 0, rx_other = 0, rx0 = 0,
+           learn_sent = 0, nomem = 0;
+  uint64_t m_rx = 0, m_tx = 0, m_txfail = 0, m_rx_bytes = 0;  // at measure start
+  uint64_t p_rx = 0, p_tx = 0, p_txfail = 0;                  // at last print
+  const uint64_t t0 = rte_get_tsc_cycles();
+  uint64_t now = t0;
+  const uint64_t t_meas = t0 + static_cast<uint64_t>(o.warmup * hz);
+  const uint64_t t_end = t_meas + static_cast<uint64_t>(o.duration * hz);
+  const uint64_t learn_gap = hz / o.learn_pps;
+  uint64_t next_learn = now, next_print = now + hz, last_print = now;
+  bool measuring = o.warmup <= 0;
+  uint32_t flow = 0;
+  const uint32_t flows = o.flows;
+  const unsigned burst = o.burst;
+  const uint16_t len = layout.len;
+  unsigned loop = 0;
+  rte_mbuf* txb[kMaxBurst];
+  rte_mbuf* rxb[kMaxBurst];
+
+  while (!g_stop) {
+    // Generate one burst.
+    if (likely(rte_pktmbuf_alloc_bulk(mp, txb, burst) == 0)) {
+      for (unsigned i = 0; i < burst; i++) {
+        rte_mbuf* m = txb[i];
+        write_headers(rte_pktmbuf_mtod(m, uint8_t*), layout, flow);
+        if (++flow == flows) flow = 0;
+        m->data_len = len;
+        m->pkt_len = len;
+      }
+      const uint16_t n = rte_eth_tx_burst(kTxPort, 0, txb, static_cast<uint16_t>(burst));
+      tx += n;
+      if (n < burst) {
+        txfail += burst - n;
+        rte_pktmbuf_free_bulk(&txb[n], burst - n);
+      }
+    } else {
+      nomem++;
+    }
+    // Sink: drain port 1 (bounded, so tx keeps going).
+    for (int k = 0; k < 8; k++) {
+      const uint16_t n = rte_eth_rx_burst(kRxPort, 0, rxb, kMaxBurst);
+      if (n == 0) break;
+      rx += n;
+      for (uint16_t i = 0; i < n; i++) {
+        rx_bytes += rxb[i]->pkt_len;
+        rx_other += rxb[i]->pkt_len != len;
+      }
+      rte_pktmbuf_free_bulk(rxb, n);
+      if (n < kMaxBurst) break;
+    }
+    // Whatever comes back on the tx port (learning frames, floods).
+    if ((++loop & 15) == 0) {
+      const uint16_t n = rte_eth_rx_burst(kTxPort, 0, rxb, kMaxBurst);
+      if (n) {
+        rx0 += n;
+        rte_pktmbuf_free_bulk(rxb, n);
+      }
+    }
+    now = rte_get_tsc_cycles();
+    if (o.learn && now >= next_learn) {
+      rte_mbuf* m = rte_pktmbuf_alloc(mp);
+      if (m) {
+        std::memcpy(rte_pktmbuf_mtod(m, void*), learn_frame, sizeof(learn_frame));
+        m->data_len = m->pkt_len = sizeof(learn_frame);
+        if (rte_eth_tx_burst(kRxPort, 0, &m, 1) == 1)
+          learn_sent++;
+        else
+          rte_pktmbuf_free(m);
+      }
+      next_learn = now + learn_gap;
+    }
+    if (!measuring && now >= t_meas) {
+      measuring = true;
+      m_rx = rx;
+      m_tx = tx;
+      m_txfail = txfail;
+      m_rx_bytes = rx_bytes;
+    }
+    if (now >= next_print) {
+      const double dt = static_cast<double>(now - last_print) / hz;
+      std::printf("t=%.0f rx_mpps=%.3f tx_mpps=%.3f txfail_mpps=%.3f%s\n",
+                  static_cast<double>(now - t0) / hz, (rx - p_rx) / dt / 1e6,
+                  (tx - p_tx) / dt / 1e6, (txfail - p_txfail) / dt / 1e6,
+                  last_print < t_meas ? " warmup" : "");
+      std::fflush(stdout);
+      p_rx = rx;
+      p_tx = tx;
+      p_txfail = txfail;
+      last_print = now;
+      next_print += hz;
+    }
+    if (now >= t_end) break;
+  }
+
+  int status = 0;
+  const double secs = measuring ? static_cast<double>(now - t_meas) / hz : 0;
+  if (secs > 0) {
+    const double mpps = (rx - m_rx) / secs / 1e6;
+    std::printf("RESULT rx_mpps=%.3f tx_mpps=%.3f txfail_mpps=%.3f size=%u flows=%u "
+                "secs=%.2f rx_gbps_l1=%.3f rx_other=%lu rx_port0=%lu learn_sent=%lu "
+                "nomem=%lu%s\n",
+                mpps, (tx - m_tx) / secs / 1e6, (txfail - m_txfail) / secs / 1e6, o.size,
+                o.flows, secs,
+                ((rx_bytes - m_rx_bytes) + (rx - m_rx) * (RTE_ETHER_CRC_LEN + 20.0)) * 8 /
+                    secs / 1e9,
+                static_cast<unsigned long>(rx_other), static_cast<unsigned long>(rx0),
+                static_cast<unsigned long>(learn_sent), static_cast<unsigned long>(nomem),
+                g_stop ? " interrupted" : "");
+    if (rx == m_rx) {
+      std::fprintf(stderr, "strait-gen: nothing arrived at the sink (port 1) while measuring\n");
+      status = 4;
+    }
+  } else {
+    std::printf("RESULT none (stopped during warm-up)\n");
+    status = 3;
+  }
+  for (uint16_t p : {kTxPort, kRxPort}) {
+    rte_eth_stats st{};
+    if (rte_eth_stats_get(p, &st) == 0)
+      std::printf("PORTSTATS port=%u ipackets=%lu opackets=%lu imissed=%lu ierrors=%lu "
+                  "oerrors=%lu rx_nombuf=%lu\n",
+                  p, static_cast<unsigned long>(st.ipackets),
+                  static_cast<unsigned long>(st.opackets), static_cast<unsigned long>(st.imissed),
+                  static_cast<unsigned long>(st.ierrors), static_cast<unsigned long>(st.oerrors),
+                  static_cast<unsigned long>(st.rx_nombuf));
+  }
+  std::fflush(stdout);
+  for (uint16_t p : {kTxPort, kRxPort}) {
+    rte_eth_dev_stop(p);
+    rte_eth_dev_close(p);
+  }
+  rte_eal_cleanup();
+  return status;
+}
