@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(own);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help/--version exit 0; every usage error exits 2, like a bad config.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
@@ -119,6 +120,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg = *c;
+  }
+  // Without lcore arguments of the operator's, worker lcore N is CPU N: say
+  // so here rather than let EAL print its usage text.
+  if (!has_lcore_arg(eal)) {
+    const long n_cpus = sysconf(_SC_NPROCESSORS_CONF);
+    for (size_t i = 0; i < cfg.worker_lcores.size(); i++) {
+      if (cfg.worker_lcores[i] >= n_cpus) {
+        fprintf(stderr, "straitd: config %s: datapath.workers[%zu]: lcore %u is not a CPU of this host (0..%ld)\n",
+                config_path.empty() ? "(defaults)" : config_path.c_str(), i, cfg.worker_lcores[i], n_cpus - 1);
+        return 2;
+      }
+    }
   }
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir, ec);

@@ -1,6 +1,7 @@
 #include "control/switch.h"
 
 #include <algorithm>
+#include <set>
 
 #include <rte_cycles.h>
 #include <rte_errno.h>
@@ -267,6 +268,20 @@ void Switch::drain_learn_events() {
     }
   }
   if (changed) republish();
+}
+
+void Switch::forget_learned_of_released_vlans() {
+  std::set<uint16_t> live;
+  for (const auto& [id, n] : model_.networks())
+    if (uint16_t v = model_.local_vlan(id)) live.insert(v);
+  for (auto it = learned_.begin(); it != learned_.end();) {
+    if (live.count(static_cast<uint16_t>(it->first >> 48))) {
+      ++it;
+    } else {
+      free_learn_slots_.push_back(it->second.slot);
+      it = learned_.erase(it);
+    }
+  }
 }
 
 void Switch::age_learned() {

@@ -91,6 +91,9 @@ class Switch {
   std::vector<uint16_t> assign_rx_queues(uint16_t n_rxq);
   std::vector<uint64_t> port_counter_sums(uint16_t dp) const;
   void drain_learn_events();
+  // A local VLAN released with its network's last port may be reused by
+  // another network at once: what was learned in it must not carry over.
+  void forget_learned_of_released_vlans();
   void age_learned();
   void drain_vhost_events();
   PortRuntime* port_by_vhost(const std::string& path, int vid, std::string* id);

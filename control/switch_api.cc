@@ -116,12 +116,16 @@ void Switch::port_bind(const json& params, Done done) {
 void Switch::port_unbind(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
-  auto it = ports_.find(*id);
+  // The model knows the canonical (lower-case) id; runtime state uses it too.
+  const PortSpec* spec = model_.port(*id);
+  auto it = spec ? ports_.find(spec->id) : ports_.end();
   if (it == ports_.end()) return done(error_reply(not_found("port " + *id + " is not bound")));
+  *id = spec->id;
   if (Status st = model_.remove_port(*id); !st) return done(error_reply(st.error()));
   PortRuntime rt = std::move(it->second);
   ports_.erase(it);
   for (uint16_t w : rt.dp.rxq_worker) rxq_load_[w]--;
+  forget_learned_of_released_vlans();
   republish();
   // The device and its index are released only once no worker can hold a
   // snapshot that polls or sends to it.
