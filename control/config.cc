@@ -1,14 +1,14 @@
 #include "control/config.h"
 
+#include <sys/un.h>
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <sstream>
-#include <sys/un.h>
-
-#include <toml++/toml.h>
 
 #include "control/model.h"
 
@@ -17,8 +17,8 @@ namespace {
 
 bool is_bare_key(std::string_view k) {
   return !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '_' || c == '-';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '-';
   });
 }
 
@@ -68,9 +68,9 @@ class Reader {
       if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
       std::string list;
       for (std::string_view n : known) list += (list.empty() ? "" : ", ") + std::string(n);
-      return error(key_path(prefix, k.str()),
-                   std::string(v.is_table() ? "unknown table" : "unknown key") + " (expected " +
-                       list + ")");
+      return error(
+          key_path(prefix, k.str()),
+          std::string(v.is_table() ? "unknown table" : "unknown key") + " (expected " + list + ")");
     }
     return ok();
   }
@@ -128,7 +128,8 @@ Status read_top(const Reader& r, const toml::table& doc, Config& c) {
 
 Status read_workers(const Reader& r, const toml::node& n, Config& c) {
   auto arr = n.as_array();
-  if (!arr) return r.error("datapath.workers", "expected an array of lcore ids, got " + describe(n));
+  if (!arr)
+    return r.error("datapath.workers", "expected an array of lcore ids, got " + describe(n));
   if (arr->empty()) return r.error("datapath.workers", "is empty (at least one worker lcore)");
   std::vector<unsigned> lcores;
   for (size_t i = 0; i < arr->size(); ++i) {
@@ -170,8 +171,8 @@ Status read_datapath(const Reader& r, const toml::node& node, Config& c) {
 
 bool is_physnet_name(std::string_view k) {
   return !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '_' || c == '.' || c == '-';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '.' || c == '-';
   });
 }
 
@@ -201,8 +202,8 @@ Status read_physnets(const Reader& r, const toml::node& node, Config& c) {
     if (ethdev.empty()) return r.error(path + ".device", "\"" + *dev + "\" has no device name");
     auto [it, fresh] = by_ethdev.emplace(ethdev, path);
     if (!fresh) {
-      return r.error(path + ".device", "ethdev " + ethdev + " is already the device of " +
-                                           it->second);
+      return r.error(path + ".device",
+                     "ethdev " + ethdev + " is already the device of " + it->second);
     }
     c.physnets.emplace(name, *dev);
   }

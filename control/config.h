@@ -14,9 +14,9 @@ namespace strait::ctl {
 struct Config {
   std::string state_dir = "/var/lib/strait";
   std::string api_socket = "/run/strait/api.sock";
-  std::vector<unsigned> worker_lcores = {1};  // [datapath] workers
-  uint32_t flow_cache_entries = 65536;        // per worker
-  uint32_t idle_sleep_us = 0;                 // 0: busy-poll
+  std::vector<unsigned> worker_lcores = {1};    // [datapath] workers
+  uint32_t flow_cache_entries = 65536;          // per worker
+  uint32_t idle_sleep_us = 0;                   // 0: busy-poll
   std::map<std::string, std::string> physnets;  // name -> device devargs
 };
 

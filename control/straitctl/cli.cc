@@ -1,11 +1,11 @@
 #include "control/straitctl/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <ostream>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #ifndef STRAIT_VERSION
 #define STRAIT_VERSION "unknown"
@@ -25,7 +25,8 @@ struct Args {
   std::optional<std::string> physnet;
   std::optional<int64_t> seg_id;
   std::optional<int64_t> mtu;
-  std::string network, mac, ethdev;
+  std::string network, mac;
+  std::optional<std::string> ethdev, vhost, vhost_mode;
   std::vector<std::string> ips;
   double watch = 0;
   std::string method, raw_params;
@@ -60,7 +61,20 @@ void add_port_commands(CLI::App& app, Args& a, Commands& c) {
   c.port_bind->add_option("--mac", a.mac, "MAC address")->required();
   // One address per --ip, so `--ip A UUID` cannot swallow the UUID.
   c.port_bind->add_option("--ip", a.ips, "Fixed IP address (repeatable)")->allow_extra_args(false);
-  c.port_bind->add_option("--ethdev", a.ethdev, "DPDK devargs of the port's device")->required();
+  CLI::Option* ethdev =
+      c.port_bind->add_option("--ethdev", a.ethdev, "DPDK devargs of the port's device");
+  CLI::Option* vhost =
+      c.port_bind->add_option("--vhost", a.vhost, "vhost-user socket path (instead of --ethdev)");
+  ethdev->excludes(vhost);
+  c.port_bind->add_option("--vhost-mode", a.vhost_mode, "client (default) or server")
+      ->needs(vhost)
+      ->check(CLI::IsMember({"client", "server"}));
+  // Exactly one device: CLI11 2.1 has no "one of these is required" for options.
+  c.port_bind->callback([ethdev, vhost] {
+    if (ethdev->count() == 0 && vhost->count() == 0) {
+      throw CLI::RequiredError("--ethdev or --vhost");
+    }
+  });
   c.port_unbind = port->add_subcommand("unbind", "Unbind a port");
   c.port_unbind->add_option("UUID", a.id, "Port id")->required();
   c.port_list = port->add_subcommand("list", "List ports");
@@ -68,11 +82,21 @@ void add_port_commands(CLI::App& app, Args& a, Commands& c) {
   c.port_show->add_option("UUID", a.id, "Port id")->required();
 }
 
+// CLI11's PositiveNumber names DBL_MAX in its message.
+std::string positive_seconds(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || !(v > 0) || v > 86400) {
+    return "SECONDS must be a number above 0, at most 86400: " + s;
+  }
+  return "";
+}
+
 void add_other_commands(CLI::App& app, Args& a, Commands& c) {
   c.show = app.add_subcommand("show", "The whole switch");
   c.stats = app.add_subcommand("stats", "Port, worker and drop counters");
   c.stats->add_option("-w,--watch", a.watch, "Repeat every SECONDS until interrupted")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds);
   c.call = app.add_subcommand("call", "Send a raw request and print the reply's result");
   c.call->add_option("METHOD", a.method, "API method, e.g. network.list")->required();
   c.call->add_option("JSON-PARAMS", a.raw_params, "Request params, a JSON object");
@@ -100,7 +124,12 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.view = View::kPortRow;
     p = {{"id", a.id}, {"network", a.network}, {"mac", a.mac}};
     if (!a.ips.empty()) p["fixed_ips"] = a.ips;
-    p["attach"] = {{"type", "ethdev"}, {"devargs", a.ethdev}};
+    if (a.vhost) {
+      p["attach"] = {{"type", "vhost"}, {"path", *a.vhost}};
+      if (a.vhost_mode) p["attach"]["mode"] = *a.vhost_mode;
+    } else {
+      p["attach"] = {{"type", "ethdev"}, {"devargs", a.ethdev.value_or("")}};
+    }
   } else if (c.port_unbind->parsed()) {
     inv.method = "port.unbind";
     p = {{"id", a.id}};
@@ -123,6 +152,9 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.view = View::kRaw;
     if (!a.raw_params.empty()) {
       json parsed = json::parse(a.raw_params, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded()) {
+        throw CLI::ValidationError("JSON-PARAMS", "not valid JSON: " + a.raw_params);
+      }
       if (!parsed.is_object()) {
         throw CLI::ValidationError("JSON-PARAMS", "not a JSON object: " + a.raw_params);
       }

@@ -2,9 +2,8 @@
 // straitctl's command line: arguments in, one API request (and how to show
 // its reply) out. No I/O besides CLI11's help and error text.
 #include <iosfwd>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace strait::straitctl {
 
@@ -18,7 +17,7 @@ enum class View {
   kPortDetail,  // port show: one field per line
   kShow,
   kStats,
-  kRaw,         // call: the result JSON, always
+  kRaw,  // call: the result JSON, always
 };
 
 struct Invocation {
@@ -27,7 +26,7 @@ struct Invocation {
   std::string method;
   nlohmann::json params = nlohmann::json::object();
   View view = View::kNothing;
-  double watch_seconds = 0;  // stats --watch: repeat every N seconds; 0: once
+  double watch_seconds = 0;     // stats --watch: repeat every N seconds; 0: once
   double timeout_seconds = 60;  // wait this long for a reply; 0: forever
 };
 

@@ -1,9 +1,8 @@
 #pragma once
 // A connection to straitd's API socket: one JSON request line out, one reply
 // line back (docs/api.md). Plain POSIX sockets; nothing of the daemon's code.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace strait::straitctl {
 

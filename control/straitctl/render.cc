@@ -9,19 +9,21 @@ namespace {
 
 using json = nlohmann::json;
 
+// "12", "-3", "99.5%" or "-" (no value); not "10.0.0.1".
 bool is_numeric(const std::string& s) {
   if (s == "-") return true;
-  if (s.empty()) return false;
-  size_t digits = 0;
+  size_t digits = 0, dots = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c >= '0' && c <= '9') {
       ++digits;
-    } else if (!(c == '.' || (c == '-' && i == 0) || (c == '%' && i + 1 == s.size()))) {
+    } else if (c == '.') {
+      ++dots;
+    } else if (!((c == '-' && i == 0) || (c == '%' && i + 1 == s.size()))) {
       return false;
     }
   }
-  return digits > 0;
+  return digits > 0 && dots <= 1;
 }
 
 const json& field(const json& obj, const std::string& key) {
@@ -77,7 +79,12 @@ const json& by_id(const json& list, const json& id) {
 std::string attach_cell(const json& port) {
   const json& a = field(port, "attach");
   if (a.is_object()) {
+    // ethdev: its devargs; vhost: "vhost:PATH", "(server)" when we listen.
     if (field(a, "devargs").is_string()) return a["devargs"].get<std::string>();
+    if (field(a, "path").is_string()) {
+      return cell(a, "type") + ":" + a["path"].get<std::string>() +
+             (field(a, "mode") == "server" ? "(server)" : "");
+    }
     return cell(a, "type");
   }
   return cell(port, "attach");
@@ -91,13 +98,15 @@ std::string section(const std::string& title, const std::string& body) {
 
 std::string Table::str() const {
   std::vector<size_t> width(headers_.size());
-  std::vector<bool> numeric(headers_.size(), !rows_.empty());
+  // Right-aligned: columns with a number and nothing but numbers or "-".
+  std::vector<bool> numeric(headers_.size(), true), has_number(headers_.size(), false);
   for (size_t c = 0; c < headers_.size(); ++c) width[c] = headers_[c].size();
   for (const auto& row : rows_) {
     for (size_t c = 0; c < headers_.size(); ++c) {
       const std::string& s = c < row.size() ? row[c] : std::string("-");
       width[c] = std::max(width[c], s.size());
       numeric[c] = numeric[c] && is_numeric(s);
+      has_number[c] = has_number[c] || s != "-";
     }
   }
   std::ostringstream out;
@@ -107,7 +116,7 @@ std::string Table::str() const {
       std::string s = c < cells.size() ? cells[c] : "-";
       std::string pad(width[c] - s.size(), ' ');
       bool last = c + 1 == headers_.size();
-      text += numeric[c] ? pad + s : (last ? s : s + pad);
+      text += numeric[c] && has_number[c] ? pad + s : (last ? s : s + pad);
       if (!last) text += "  ";
     }
     out << text << "\n";
@@ -124,7 +133,8 @@ std::string cell(const json& obj, const std::string& key) {
   if (v.is_array()) {
     if (v.empty()) return "-";
     std::string s;
-    for (const json& e : v) s += (s.empty() ? "" : ",") + (e.is_string() ? e.get<std::string>() : e.dump());
+    for (const json& e : v)
+      s += (s.empty() ? "" : ",") + (e.is_string() ? e.get<std::string>() : e.dump());
     return s;
   }
   return v.dump();  // numbers, booleans, objects
@@ -149,12 +159,15 @@ std::string render_ports(const json& ports) {
 }
 
 std::string render_port_detail(const json& port) {
-  std::vector<std::pair<std::string, std::string>> rows = {
-      {"id", cell(port, "id")},           {"network", cell(port, "network")},
-      {"mac", cell(port, "mac")},         {"fixed_ips", cell(port, "fixed_ips")},
-      {"attach", attach_cell(port)},      {"state", cell(port, "state")},
-      {"local_vlan", cell(port, "local_vlan")}, {"dp_port", cell(port, "dp_port")},
-      {"ethdev", cell(port, "ethdev")}};
+  std::vector<std::pair<std::string, std::string>> rows = {{"id", cell(port, "id")},
+                                                           {"network", cell(port, "network")},
+                                                           {"mac", cell(port, "mac")},
+                                                           {"fixed_ips", cell(port, "fixed_ips")},
+                                                           {"attach", attach_cell(port)},
+                                                           {"state", cell(port, "state")},
+                                                           {"local_vlan", cell(port, "local_vlan")},
+                                                           {"dp_port", cell(port, "dp_port")},
+                                                           {"ethdev", cell(port, "ethdev")}};
   size_t w = 0;
   for (const auto& [k, v] : rows) w = std::max(w, k.size());
   std::string out;
@@ -163,8 +176,8 @@ std::string render_port_detail(const json& port) {
 }
 
 std::string render_show(const json& show) {
-  std::string out = "version     " + cell(show, "version") + "\n" +
-                    "generation  " + cell(show, "generation") + "\n\n";
+  std::string out = "version     " + cell(show, "version") + "\n" + "generation  " +
+                    cell(show, "generation") + "\n\n";
   Table workers({"WORKER", "LCORE", "RX QUEUES"});
   for (const json& w : list_field(show, "workers")) {
     std::string queues;
@@ -190,39 +203,45 @@ std::string render_stats(const json& stats, const json& previous, double seconds
   const bool rates = previous.is_object() && seconds > 0;
   std::string out = "generation " + cell(stats, "generation") + "\n\n";
 
-  std::vector<std::string> port_cols = {"PORT", "RX_PACKETS", "RX_BYTES", "TX_PACKETS",
-                                        "TX_BYTES", "DROPS"};
+  std::vector<std::string> port_cols = {"PORT",       "RX_PACKETS", "RX_BYTES",
+                                        "TX_PACKETS", "TX_BYTES",   "DROPS"};
   if (rates) port_cols.insert(port_cols.end(), {"RX_PPS", "TX_PPS"});
   Table ports(port_cols);
   for (const json& p : list_field(stats, "ports")) {
-    std::vector<std::string> row = {cell(p, "id"),         cell(p, "rx_packets"),
-                                    cell(p, "rx_bytes"),   cell(p, "tx_packets"),
-                                    cell(p, "tx_bytes"),   std::to_string(sum_drops(p))};
+    std::vector<std::string> row = {cell(p, "id"),       cell(p, "rx_packets"),
+                                    cell(p, "rx_bytes"), cell(p, "tx_packets"),
+                                    cell(p, "tx_bytes"), std::to_string(sum_drops(p))};
     if (rates) {
       const json& before = by_id(list_field(previous, "ports"), field(p, "id"));
-      row.push_back(before.is_null() ? "-" : rate(counter(p, "rx_packets"),
-                                                  counter(before, "rx_packets"), seconds));
-      row.push_back(before.is_null() ? "-" : rate(counter(p, "tx_packets"),
-                                                  counter(before, "tx_packets"), seconds));
+      row.push_back(before.is_null()
+                        ? "-"
+                        : rate(counter(p, "rx_packets"), counter(before, "rx_packets"), seconds));
+      row.push_back(before.is_null()
+                        ? "-"
+                        : rate(counter(p, "tx_packets"), counter(before, "tx_packets"), seconds));
     }
     ports.add(std::move(row));
   }
   out += section("Ports", ports.str());
 
-  std::vector<std::string> worker_cols = {"WORKER", "LCORE", "PACKETS", "CACHE_HIT", "BUSY",
-                                          "DROPS"};
+  std::vector<std::string> worker_cols = {"WORKER",    "LCORE", "PACKETS",
+                                          "CACHE_HIT", "BUSY",  "DROPS"};
   if (rates) worker_cols.push_back("PPS");
   Table workers(worker_cols);
   for (const json& w : list_field(stats, "workers")) {
     uint64_t hits = counter(w, "cache_hits"), misses = counter(w, "cache_misses");
     uint64_t busy = counter(w, "busy_cycles"), idle = counter(w, "idle_cycles");
-    std::vector<std::string> row = {cell(w, "id"), cell(w, "lcore"), cell(w, "packets"),
-                                    percent(hits, hits + misses), percent(busy, busy + idle),
+    std::vector<std::string> row = {cell(w, "id"),
+                                    cell(w, "lcore"),
+                                    cell(w, "packets"),
+                                    percent(hits, hits + misses),
+                                    percent(busy, busy + idle),
                                     std::to_string(sum_drops(w))};
     if (rates) {
       const json& before = by_id(list_field(previous, "workers"), field(w, "id"));
-      row.push_back(before.is_null() ? "-" : rate(counter(w, "packets"),
-                                                  counter(before, "packets"), seconds));
+      row.push_back(before.is_null()
+                        ? "-"
+                        : rate(counter(w, "packets"), counter(before, "packets"), seconds));
     }
     workers.add(std::move(row));
   }
@@ -232,10 +251,12 @@ std::string render_stats(const json& stats, const json& previous, double seconds
   std::vector<std::pair<uint64_t, std::string>> reasons;
   const json& drops = field(stats, "drops");
   if (drops.is_object()) {
-    for (const auto& [reason, n] : drops.items()) reasons.emplace_back(counter(drops, reason), reason);
+    for (const auto& [reason, n] : drops.items())
+      reasons.emplace_back(counter(drops, reason), reason);
   }
-  std::sort(reasons.begin(), reasons.end(),
-            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
   Table drop_table({"DROP REASON", "PACKETS"});
   for (const auto& [n, reason] : reasons) drop_table.add({reason, std::to_string(n)});
   out += section("Drops", drop_table.str());

@@ -2,10 +2,9 @@
 // Tables for people. Replies are read leniently: unknown fields are ignored,
 // a missing or null field prints "-", so an older straitctl still shows what
 // a newer straitd sends.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace strait::straitctl {
 

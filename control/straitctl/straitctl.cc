@@ -9,7 +9,6 @@
 #include <chrono>
 #include <ctime>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "control/straitctl/cli.h"
@@ -31,15 +30,31 @@ void print_result(const Invocation& inv, const json& result) {
     return;
   }
   switch (inv.view) {
-    case View::kNothing: break;
-    case View::kNetworkRow: std::cout << render_networks(json::array({result})); break;
-    case View::kNetworks: std::cout << render_networks(result.value("networks", json::array())); break;
-    case View::kPortRow: std::cout << render_ports(json::array({result})); break;
-    case View::kPorts: std::cout << render_ports(result.value("ports", json::array())); break;
-    case View::kPortDetail: std::cout << render_port_detail(result); break;
-    case View::kShow: std::cout << render_show(result); break;
-    case View::kStats: std::cout << render_stats(result); break;
-    case View::kRaw: break;
+    case View::kNothing:
+      break;
+    case View::kNetworkRow:
+      std::cout << render_networks(json::array({result}));
+      break;
+    case View::kNetworks:
+      std::cout << render_networks(result.value("networks", json::array()));
+      break;
+    case View::kPortRow:
+      std::cout << render_ports(json::array({result}));
+      break;
+    case View::kPorts:
+      std::cout << render_ports(result.value("ports", json::array()));
+      break;
+    case View::kPortDetail:
+      std::cout << render_port_detail(result);
+      break;
+    case View::kShow:
+      std::cout << render_show(result);
+      break;
+    case View::kStats:
+      std::cout << render_stats(result);
+      break;
+    case View::kRaw:
+      break;
   }
 }
 
@@ -62,8 +77,9 @@ int request(Client& client, const Invocation& inv, json* result) {
 
 // Sleeps `seconds`; false when interrupted.
 bool sleep_for(double seconds) {
-  timespec ts{static_cast<time_t>(seconds),
-              static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
+  timespec ts{
+      static_cast<time_t>(seconds),
+      static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
   while (nanosleep(&ts, &ts) != 0) {
     if (errno != EINTR || g_interrupted) return false;
   }
@@ -90,8 +106,10 @@ int watch_stats(Client& client, const Invocation& inv) {
       std::time_t wall = std::time(nullptr);
       char stamp[32];
       std::strftime(stamp, sizeof stamp, "%F %T", std::localtime(&wall));
-      if (tty) std::cout << "\033[H\033[2J";
-      else if (!first) std::cout << "\n";
+      if (tty)
+        std::cout << "\033[H\033[2J";
+      else if (!first)
+        std::cout << "\n";
       std::cout << "--- " << stamp << " (every " << inv.watch_seconds << " s, ^C to stop)\n"
                 << render_stats(result, previous,
                                 std::chrono::duration<double>(now - previous_at).count());

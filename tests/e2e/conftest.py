@@ -1,0 +1,462 @@
+"""End-to-end harness: the real straitd and straitctl, frames made by scapy.
+
+Each test module shares one straitd (module-scoped fixture): its own
+temporary directory, its own EAL --file-prefix, idle_sleep_us = 100 so the
+worker sleeps when idle. At the end of the module it is stopped with SIGTERM
+and must exit 0 (a crash fails the module); it is killed if it will not stop.
+
+Ports are net_pcap vdevs: a port's rx_pcap is read once, when it is bound
+(so receivers are bound first and the sender last), and its tx_pcap holds
+what the switch sent to it. A physical network the tests drive in both
+directions, at any time, is a veth pair (Wire): straitd owns one end
+(net_af_packet), the test sends and receives on the other with a scapy L2
+socket. Without veth (no CAP_NET_ADMIN) those tests skip, and
+test_physnet_replay.py still covers physnet -> VM with an endless net_pcap.
+
+Environment (set by ctest, see tests/CMakeLists.txt): STRAIT_BUILD (build
+directory), STRAIT_SOURCE (source directory).
+"""
+import itertools
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("STRAIT_SOURCE", Path(__file__).resolve().parents[2]))
+BUILD = Path(os.environ.get("STRAIT_BUILD", SOURCE / "build"))
+STRAITD = BUILD / "control" / "straitd"
+STRAITCTL = BUILD / "control" / "straitctl" / "straitctl"
+
+EAL_ARGS = ["--no-huge", "-m", "512", "--no-pci"]
+READY_TIMEOUT = 20.0
+
+_seq = itertools.count(1)
+
+
+def unique(tag: str) -> str:
+    """A name no other straitd on this host uses: pid + a counter."""
+    return f"{tag}{os.getpid()}_{next(_seq)}"
+
+
+def wait_for(cond, timeout=5.0, interval=0.02, what="condition"):
+    """Polls cond() until it returns a truthy value; returns that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---- straitd ---------------------------------------------------------------
+
+
+def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extra="") -> str:
+    lines = [
+        f'state_dir = "{tmp / "state"}"',
+        f'api_socket = "{tmp / "api.sock"}"',
+        extra,
+        "[datapath]",
+        f"workers = [{', '.join(str(w) for w in workers)}]",
+        f"idle_sleep_us = {idle_sleep_us}",
+    ]
+    for name, dev in physnets.items():
+        lines += [f"[physnets.{name}]", f'device = "{dev}"']
+    return "\n".join(lines) + "\n"
+
+
+class ApiError(Exception):
+    def __init__(self, reply):
+        super().__init__(json.dumps(reply.get("error")))
+        self.reply = reply
+        self.code = reply.get("error", {}).get("code")
+        self.message = reply.get("error", {}).get("message")
+
+
+class Straitd:
+    """One straitd process and the ways to talk to it."""
+
+    def __init__(self, tmp: Path, physnets=None, config=None, workers=(1,), eal=()):
+        self.tmp = Path(tmp)
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.sock = self.tmp / "api.sock"
+        self.cfg = self.tmp / "straitd.toml"
+        self.eal = list(eal)
+        if config is None:
+            physnets = {k: v.format(tmp=self.tmp) for k, v in (physnets or {}).items()}
+            config = config_text(self.tmp, physnets, workers=workers)
+        self.cfg.write_text(config)
+        self.prefix = unique("e2e")
+        self.log = self.tmp / "straitd.log"
+        self.proc = None
+
+    def start(self):
+        self._logf = open(self.log, "w")
+        self.proc = subprocess.Popen(
+            [str(STRAITD), "--config", str(self.cfg), "--", *EAL_ARGS, *self.eal,
+             "--file-prefix", self.prefix],
+            stdout=self._logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while " ready" not in self.log.read_text():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"straitd exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"straitd not ready after {READY_TIMEOUT}s:\n{self.log.read_text()}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        """Stops straitd with `sig`; returns its exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"straitd ignored {sig!r} for {timeout}s")
+        self._logf.close()
+        self._cleanup_runtime_dir()
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc is not None:
+            self._logf.close()
+        self._cleanup_runtime_dir()
+
+    def _cleanup_runtime_dir(self):
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+
+    # -- API over the raw socket --
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(str(self.sock))
+        return s
+
+    def request(self, method, params=None, rid=1):
+        """Sends one request on a fresh connection; returns the whole reply."""
+        with self.connect() as s:
+            req = {"id": rid, "method": method}
+            if params is not None:
+                req["params"] = params
+            s.sendall((json.dumps(req) + "\n").encode())
+            return json.loads(read_line(s))
+
+    def call(self, method, params=None):
+        """The result of a request that must succeed (ApiError otherwise)."""
+        r = self.request(method, params)
+        if not r.get("ok"):
+            raise ApiError(r)
+        return r["result"]
+
+    # -- straitctl --
+
+    def ctl(self, *args, check=True, json_out=False):
+        cmd = [str(STRAITCTL), "-s", str(self.sock)]
+        if json_out:
+            cmd += ["-o", "json"]
+        cmd += [str(a) for a in args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+        return p
+
+    # -- counters --
+
+    def stats(self):
+        return self.call("stats")
+
+    def port_stats(self, port_id):
+        for p in self.stats()["ports"]:
+            if p["id"] == port_id:
+                return p
+        raise KeyError(port_id)
+
+    def drops(self, port_id):
+        return self.port_stats(port_id)["drops"]
+
+
+def read_line(s):
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"connection closed after {buf!r}")
+        buf += chunk
+    return buf
+
+
+@pytest.fixture(scope="module")
+def straitd_factory(tmp_path_factory):
+    """Starts straitd processes; every one is stopped at the end of the module."""
+    started = []
+
+    def start(physnets=None, config=None, name="sw", **kw):
+        sw = Straitd(tmp_path_factory.mktemp(name), physnets=physnets, config=config, **kw)
+        started.append(sw)
+        return sw.start()
+
+    yield start
+    # A clean stop must still work after the module's tests; a straitd that
+    # died on the way (or will not stop) fails the module's teardown.
+    problems = []
+    for sw in started:
+        died = sw.proc.poll()
+        try:
+            rc = sw.stop()
+        except AssertionError as e:
+            rc = str(e)
+        finally:
+            sw.kill()
+        if died is not None or rc != 0:
+            problems.append(f"straitd in {sw.tmp}: exited {died} before the end; stop -> {rc}\n"
+                            + "\n".join(sw.log.read_text().splitlines()[-20:]))
+    assert not problems, "\n".join(problems)
+
+
+# ---- ports -----------------------------------------------------------------
+
+
+_mac_seq = itertools.count(1)
+
+
+def new_mac() -> str:
+    """A unicast MAC no other test of this run has used (learned entries
+    outlive the test that taught them)."""
+    n = next(_mac_seq)
+    return f"02:e2:00:{(n >> 16) & 0xff:02x}:{(n >> 8) & 0xff:02x}:{n & 0xff:02x}"
+
+
+def uuid_for(n: int) -> str:
+    return f"{n:08x}-0000-4000-8000-{os.getpid() % 0xffffffffffff:012x}"
+
+
+class Port:
+    def __init__(self, sw, network, mac, rx_frames, pid=None):
+        self.sw = sw
+        n = next(_seq)
+        self.id = pid or uuid_for(n)
+        self.network = network
+        self.mac = mac
+        self.vdev = f"net_pcap{n}"
+        self.tx = sw.tmp / f"port{n}_tx.pcap"
+        self.rx = sw.tmp / f"port{n}_rx.pcap" if rx_frames is not None else None
+        self.devargs = f"{self.vdev},tx_pcap={self.tx}"
+        if self.rx is not None:
+            write_pcap(self.rx, rx_frames)
+            self.devargs = f"{self.vdev},rx_pcap={self.rx},tx_pcap={self.tx}"
+        self.bound = False
+        self.final_stats = None
+
+    def bind(self):
+        self.sw.call("port.bind", {"id": self.id, "network": self.network, "mac": self.mac,
+                                   "attach": {"type": "ethdev", "devargs": self.devargs}})
+        self.bound = True
+        return self
+
+    def stats(self):
+        return self.sw.port_stats(self.id)
+
+    def unbind(self):
+        """Unbinds (which completes the tx pcap); keeps the last counters."""
+        if self.bound:
+            self.final_stats = self.stats()
+            self.sw.call("port.unbind", {"id": self.id})
+            self.bound = False
+        return self
+
+    def received(self):
+        """Frames the switch sent to this port (unbinds it first)."""
+        self.unbind()
+        return read_pcap(self.tx)
+
+
+class Lab:
+    """What one test creates on a shared straitd, removed again at its end:
+    the module's straitd has room for 32 ethdevs, and tests must not see each
+    other's ports."""
+
+    def __init__(self, sw):
+        self.sw = sw
+        self.ports = []
+        self.networks = []
+
+    def network(self, type_, physnet=None, seg=None, mtu=None):
+        nid = unique("net")
+        params = {"id": nid, "type": type_}
+        if physnet:
+            params["physnet"] = physnet
+        if seg is not None:
+            params["segmentation_id"] = seg
+        if mtu is not None:
+            params["mtu"] = mtu
+        self.sw.call("network.create", params)
+        self.networks.append(nid)
+        return nid
+
+    def port(self, network, mac, send=None):
+        """Binds a port; `send`: frames it injects right when bound."""
+        p = Port(self.sw, network, mac, send)
+        self.ports.append(p)
+        return p.bind()
+
+    def sent_all(self, port, n, timeout=5.0):
+        """Waits until straitd has taken all n frames of port's rx pcap."""
+        wait_for(lambda: port.stats()["rx_packets"] >= n, timeout,
+                 what=f"{n} frames received from port {port.id}")
+        # The burst that counted them is still being forwarded: one API
+        # round trip that waits for a grace period covers it.
+        self.sync()
+
+    def sync(self):
+        """Returns once every worker has finished what it was doing (a
+        port unbind/bind is answered after an RCU grace period)."""
+        assert self.networks, "sync() binds a scratch port: create a network first"
+        Port(self.sw, self.networks[0], "02:ff:ff:ff:ff:fe", None).bind().unbind()
+
+    def close(self):
+        for p in self.ports:
+            try:
+                p.unbind()
+            except Exception:
+                pass
+        for n in self.networks:
+            try:
+                self.sw.call("network.delete", {"id": n})
+            except Exception:
+                pass
+
+
+# ---- frames ----------------------------------------------------------------
+
+
+def write_pcap(path, frames):
+    """frames: scapy packets or bytes. Written directly: scapy's writer is
+    slow for thousands of frames."""
+    out = [struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1)]
+    for i, f in enumerate(frames):
+        b = f if isinstance(f, (bytes, bytearray)) else bytes(f)
+        out.append(struct.pack("<IIII", 1, i, len(b), len(b)) + b)
+    Path(path).write_bytes(b"".join(out))
+
+
+def read_pcap_bytes(path):
+    """The frames of a pcap file (microsecond or nanosecond, little endian) as bytes."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    data = path.read_bytes()
+    magic = struct.unpack_from("<I", data)[0]
+    assert magic in (0xa1b2c3d4, 0xa1b23c4d), f"{path}: not a little-endian pcap"
+    frames, ofs = [], 24
+    while ofs + 16 <= len(data):
+        incl = struct.unpack_from("<IIII", data, ofs)[2]
+        frames.append(data[ofs + 16:ofs + 16 + incl])
+        ofs += 16 + incl
+    return frames
+
+
+def read_pcap(path):
+    """The frames of a pcap file, decoded by scapy."""
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+    out = []
+    for b in read_pcap_bytes(path):
+        try:
+            out.append(Ether(b))
+        except Exception:  # shorter than an Ethernet header
+            out.append(Raw(b))
+    return out
+
+
+def tshark_fields(path, fields, display_filter=None):
+    """One tuple of field values per frame, as tshark decodes them."""
+    cmd = ["tshark", "-r", str(path), "-T", "fields", "-E", "separator=|", "-E", "occurrence=a"]
+    if display_filter:
+        cmd += ["-Y", display_filter]
+    for f in fields:
+        cmd += ["-e", f]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [tuple(line.split("|")) for line in p.stdout.splitlines() if line]
+
+
+# ---- the physical network as a veth pair -------------------------------------
+
+
+class Wire:
+    """A veth pair: straitd drives `inside` (net_af_packet), the test the
+    other end through a scapy L2 socket, which receives only what came in
+    (straitd's transmissions), not what the test itself sent. The kernel
+    moves 802.1Q tags into packet metadata on receive; net_af_packet and
+    scapy both put them back into the frame, so tags survive both ways
+    (802.1ad S-tags come back as 802.1Q: test_pipeline uses a pcap for those)."""
+
+    def __init__(self):
+        tag = f"{os.getpid() % 100000}{next(_seq)}"
+        self.inside = f"sti{tag}"[:15]
+        self.outside = f"sto{tag}"[:15]
+        self.sock = None
+
+    def create(self):
+        subprocess.run(["ip", "link", "add", self.inside, "type", "veth", "peer", "name",
+                        self.outside], check=True, capture_output=True)
+        for dev in (self.inside, self.outside):
+            # No IPv6 autoconfiguration chatter (MLD, DAD, RS) on the wire.
+            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True, capture_output=True)
+        from scapy.config import conf
+        self.sock = conf.L2socket(iface=self.outside)
+        return self
+
+    def send(self, frames):
+        for f in frames:
+            self.sock.send(f)
+
+    def drain(self, quiet=0.2, timeout=5.0):
+        """Everything straitd sent since the last drain, until the wire has
+        been quiet for `quiet` seconds."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([self.sock], [], [], quiet)
+            if not r:
+                break
+            p = self.sock.recv()
+            if p is not None:
+                out.append(p)
+        return out
+
+    def destroy(self):
+        if self.sock is not None:
+            self.sock.close()
+        subprocess.run(["ip", "link", "del", self.inside], capture_output=True)
+
+
+def veth_available():
+    w = Wire()
+    try:
+        w.create()
+        return True
+    except Exception:
+        return False
+    finally:
+        w.destroy()

@@ -1,0 +1,336 @@
+// straitctl without a switch: command lines to requests, replies to tables.
+// The client's sources are compiled in here (straitctl is an executable, not
+// a library, and links nothing of strait_control).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "control/straitctl/cli.cc"     // NOLINT(bugprone-suspicious-include)
+#include "control/straitctl/render.cc"  // NOLINT(bugprone-suspicious-include)
+
+namespace strait::straitctl {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+struct Parsed {
+  int rc;
+  Invocation inv;
+  std::string out, err;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "straitctl");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  Parsed p;
+  std::ostringstream out, err;
+  p.rc = parse_args(static_cast<int>(argv.size()), argv.data(), p.inv, out, err);
+  p.out = out.str();
+  p.err = err.str();
+  return p;
+}
+
+class StraitctlArgs : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv("STRAIT_SOCKET"); }
+};
+
+TEST_F(StraitctlArgs, NetworkCreate) {
+  auto p = parse({"network", "create", "net1", "--type", "vlan", "--physnet", "physnet1",
+                  "--segmentation-id", "100", "--mtu", "9000"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "network.create");
+  EXPECT_EQ(p.inv.params, json({{"id", "net1"},
+                                {"type", "vlan"},
+                                {"physnet", "physnet1"},
+                                {"segmentation_id", 100},
+                                {"mtu", 9000}}));
+  EXPECT_EQ(p.inv.view, View::kNetworkRow);
+  EXPECT_FALSE(p.inv.json_output);
+  EXPECT_EQ(p.inv.socket, "/run/strait/api.sock");
+}
+
+TEST_F(StraitctlArgs, NetworkCreateSendsOnlyGivenOptions) {
+  auto p = parse({"network", "create", "l1", "--type", "local"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"id", "l1"}, {"type", "local"}}));
+}
+
+TEST_F(StraitctlArgs, RangesAreTheSwitchsToCheck) {
+  // Refused by the switch (exit 1, message naming the field), not here.
+  auto p = parse(
+      {"network", "create", "n", "--type", "vlan", "--physnet", "p", "--segmentation-id", "5000"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["segmentation_id"], 5000);
+}
+
+TEST_F(StraitctlArgs, NetworkDeleteAndList) {
+  auto d = parse({"network", "delete", "net1"});
+  ASSERT_EQ(d.rc, -1);
+  EXPECT_EQ(d.inv.method, "network.delete");
+  EXPECT_EQ(d.inv.params, json({{"id", "net1"}}));
+  EXPECT_EQ(d.inv.view, View::kNothing);
+  auto l = parse({"network", "list"});
+  ASSERT_EQ(l.rc, -1);
+  EXPECT_EQ(l.inv.method, "network.list");
+  EXPECT_EQ(l.inv.params, json::object());
+}
+
+TEST_F(StraitctlArgs, PortBind) {
+  auto p = parse({"port", "bind", "--ip", "10.0.0.1", "11111111-2222-3333-4444-555555555555",
+                  "--network", "net1", "--mac", "02:00:00:00:00:01", "--ip", "2001:db8::1",
+                  "--ethdev", "net_pcap0,rx_pcap=a.pcap"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "port.bind");
+  EXPECT_EQ(p.inv.params,
+            json({{"id", "11111111-2222-3333-4444-555555555555"},
+                  {"network", "net1"},
+                  {"mac", "02:00:00:00:00:01"},
+                  {"fixed_ips", {"10.0.0.1", "2001:db8::1"}},
+                  {"attach", {{"type", "ethdev"}, {"devargs", "net_pcap0,rx_pcap=a.pcap"}}}}));
+}
+
+TEST_F(StraitctlArgs, PortBindVhost) {
+  auto p = parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--vhost", "/tmp/v.sock"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["attach"], json({{"type", "vhost"}, {"path", "/tmp/v.sock"}}));
+  p = parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--vhost", "/tmp/v.sock",
+             "--vhost-mode", "server"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["attach"],
+            json({{"type", "vhost"}, {"path", "/tmp/v.sock"}, {"mode", "server"}}));
+}
+
+TEST_F(StraitctlArgs, PortBindNeedsExactlyOneDevice) {
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e", "--vhost",
+                   "/tmp/v.sock"})
+                .rc,
+            kExitUsage);
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e",
+                   "--vhost-mode", "server"})
+                .rc,
+            kExitUsage);
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--vhost", "/v",
+                   "--vhost-mode", "both"})
+                .rc,
+            kExitUsage);
+}
+
+TEST_F(StraitctlArgs, PortBindWithoutIps) {
+  auto p = parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_FALSE(p.inv.params.contains("fixed_ips"));
+}
+
+TEST_F(StraitctlArgs, PortUnbindListShow) {
+  auto u = parse({"port", "unbind", "u1"});
+  ASSERT_EQ(u.rc, -1);
+  EXPECT_EQ(u.inv.method, "port.unbind");
+  EXPECT_EQ(u.inv.params, json({{"id", "u1"}}));
+  auto l = parse({"port", "list"});
+  ASSERT_EQ(l.rc, -1);
+  EXPECT_EQ(l.inv.method, "port.list");
+  auto s = parse({"port", "show", "u1"});
+  ASSERT_EQ(s.rc, -1);
+  EXPECT_EQ(s.inv.method, "port.show");
+  EXPECT_EQ(s.inv.view, View::kPortDetail);
+}
+
+TEST_F(StraitctlArgs, ShowAndStats) {
+  EXPECT_EQ(parse({"show"}).inv.method, "show");
+  auto s = parse({"stats"});
+  ASSERT_EQ(s.rc, -1);
+  EXPECT_EQ(s.inv.method, "stats");
+  EXPECT_EQ(s.inv.watch_seconds, 0);
+  auto w = parse({"stats", "-w", "2"});
+  ASSERT_EQ(w.rc, -1) << w.err;
+  EXPECT_EQ(w.inv.watch_seconds, 2);
+  EXPECT_EQ(parse({"stats", "--watch", "0.5"}).inv.watch_seconds, 0.5);
+  EXPECT_EQ(parse({"stats", "--watch", "0"}).rc, kExitUsage);
+}
+
+TEST_F(StraitctlArgs, Call) {
+  auto p = parse({"call", "port.show", R"({"id": "x", "n": [1, 2]})"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "port.show");
+  EXPECT_EQ(p.inv.params, json({{"id", "x"}, {"n", {1, 2}}}));
+  EXPECT_EQ(p.inv.view, View::kRaw);
+  auto bare = parse({"call", "network.list"});
+  ASSERT_EQ(bare.rc, -1);
+  EXPECT_EQ(bare.inv.params, json::object());
+}
+
+TEST_F(StraitctlArgs, CallParamsMustBeAJsonObject) {
+  auto bad = parse({"call", "x", "{bad"});
+  EXPECT_EQ(bad.rc, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("not valid JSON"));
+  EXPECT_EQ(parse({"call", "x", "[1]"}).rc, kExitUsage);
+}
+
+TEST_F(StraitctlArgs, GlobalOptionsBeforeOrAfterTheCommand) {
+  auto before = parse({"-s", "/tmp/a.sock", "-o", "json", "network", "list"});
+  ASSERT_EQ(before.rc, -1) << before.err;
+  EXPECT_EQ(before.inv.socket, "/tmp/a.sock");
+  EXPECT_TRUE(before.inv.json_output);
+  auto after = parse({"port", "show", "u1", "--output", "json", "--socket", "/tmp/b.sock"});
+  ASSERT_EQ(after.rc, -1) << after.err;
+  EXPECT_EQ(after.inv.socket, "/tmp/b.sock");
+  EXPECT_TRUE(after.inv.json_output);
+}
+
+TEST_F(StraitctlArgs, SocketFromEnvironment) {
+  setenv("STRAIT_SOCKET", "/tmp/env.sock", 1);
+  EXPECT_EQ(parse({"show"}).inv.socket, "/tmp/env.sock");
+  EXPECT_EQ(parse({"-s", "/tmp/flag.sock", "show"}).inv.socket, "/tmp/flag.sock");
+  unsetenv("STRAIT_SOCKET");
+}
+
+TEST_F(StraitctlArgs, Version) {
+  auto p = parse({"--version"});
+  EXPECT_EQ(p.rc, 0);
+  EXPECT_THAT(p.out, HasSubstr("straitctl " STRAIT_VERSION));
+}
+
+TEST_F(StraitctlArgs, Help) {
+  auto p = parse({"--help"});
+  EXPECT_EQ(p.rc, 0);
+  EXPECT_THAT(p.out, HasSubstr("network"));
+}
+
+TEST_F(StraitctlArgs, UsageErrorsExit2) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"network"},
+           {"network", "create", "n"},               // --type missing
+           {"network", "create", "--type", "vlan"},  // ID missing
+           {"network", "create", "n", "--type", "vlan", "--segmentation-id", "abc"},
+           {"port", "bind", "u", "--network", "n", "--mac", "m"},  // --ethdev missing
+           {"port", "show"},
+           {"-o", "yaml", "show"},
+           {"call"},
+           {"show", "extra"}}) {
+    auto p = parse(args);
+    EXPECT_EQ(p.rc, kExitUsage) << ::testing::PrintToString(args);
+    EXPECT_FALSE(p.err.empty()) << ::testing::PrintToString(args);
+  }
+}
+
+// ---- tables ------------------------------------------------------------------
+
+TEST(StraitctlRender, NetworksTableAlignsAndFillsMissing) {
+  json nets = json::parse(R"([
+    {"id": "net1", "type": "vlan", "physnet": "physnet1", "segmentation_id": 100, "mtu": 1500,
+     "local_vlan": 1, "ports": 2, "future_field": {"x": 1}},
+    {"id": "l", "type": "local", "physnet": null, "mtu": 9000}
+  ])");
+  EXPECT_EQ(render_networks(nets),
+            "ID    TYPE   PHYSNET   SEG   MTU  LVLAN  PORTS\n"
+            "net1  vlan   physnet1  100  1500      1      2\n"
+            "l     local  -           -  9000      -      -\n");
+}
+
+TEST(StraitctlRender, EmptyListIsHeaderOnly) {
+  EXPECT_EQ(render_networks(json::array()), "ID  TYPE  PHYSNET  SEG  MTU  LVLAN  PORTS\n");
+  EXPECT_EQ(render_ports(json()), "ID  NETWORK  MAC  IPS  STATE  LVLAN  ATTACH\n");
+}
+
+TEST(StraitctlRender, PortsTable) {
+  json ports = json::parse(R"([{"id": "p1", "network": "n", "mac": "02:00:00:00:00:01",
+    "fixed_ips": ["10.0.0.1", "2001:db8::1"], "attach": {"type": "ethdev", "devargs": "net_ring1"},
+    "state": "up", "local_vlan": 3}])");
+  EXPECT_EQ(render_ports(ports),
+            "ID  NETWORK  MAC                IPS                   STATE  LVLAN  ATTACH\n"
+            "p1  n        02:00:00:00:00:01  10.0.0.1,2001:db8::1  up         3  net_ring1\n");
+}
+
+TEST(StraitctlRender, VhostAttachment) {
+  json ports = json::parse(R"([
+    {"id": "a", "attach": {"type": "vhost", "path": "/run/vhu-a.sock", "mode": "client"}},
+    {"id": "b", "attach": {"type": "vhost", "path": "/run/vhu-b.sock", "mode": "server"}}])");
+  std::string out = render_ports(ports);
+  EXPECT_THAT(out, HasSubstr("  vhost:/run/vhu-a.sock\n"));
+  EXPECT_THAT(out, HasSubstr("  vhost:/run/vhu-b.sock(server)\n"));
+}
+
+TEST(StraitctlRender, AddressesAreNotNumbers) {
+  json ports = json::parse(R"([{"id": "a", "fixed_ips": ["10.0.0.1"]}, {"id": "b"}])");
+  EXPECT_EQ(render_ports(ports),
+            "ID  NETWORK  MAC  IPS       STATE  LVLAN  ATTACH\n"
+            "a   -        -    10.0.0.1  -      -      -\n"
+            "b   -        -    -         -      -      -\n");
+}
+
+TEST(StraitctlRender, PortDetail) {
+  std::string out = render_port_detail(json::parse(R"({"id": "p1", "dp_port": 4})"));
+  EXPECT_THAT(out, HasSubstr("id:          p1\n"));
+  EXPECT_THAT(out, HasSubstr("dp_port:     4\n"));
+  EXPECT_THAT(out, HasSubstr("state:       -\n"));
+}
+
+TEST(StraitctlRender, ShowSections) {
+  json show = json::parse(R"({"version": "0.1.0", "generation": 7,
+    "workers": [{"id": 0, "lcore": 1, "rx_queues": [{"port": 0, "queue": 0}, {"port": 2, "queue": 1}]}],
+    "physnets": [{"name": "physnet1", "device": "net_ring0", "dp_port": 0, "ethdev": 0, "state": "up"}],
+    "networks": [], "ports": []})");
+  std::string out = render_show(show);
+  EXPECT_THAT(out, HasSubstr("generation  7\n"));
+  EXPECT_THAT(out, HasSubstr("Workers\nWORKER  LCORE  RX QUEUES\n     0      1  0:0 2:1\n"));
+  EXPECT_THAT(out, HasSubstr("Physnets\nNAME      DEVICE     DP_PORT  ETHDEV  STATE\n"));
+  EXPECT_THAT(out, HasSubstr("Networks\nID  TYPE"));
+  EXPECT_THAT(out, HasSubstr("Ports\nID  NETWORK"));
+}
+
+TEST(StraitctlRender, StatsTables) {
+  json stats = json::parse(R"({"generation": 3,
+    "ports": [{"id": "p1", "rx_packets": 10, "rx_bytes": 640, "tx_packets": 9, "tx_bytes": 576,
+               "drops": {"a": 2, "b": 3}}],
+    "workers": [{"id": 0, "lcore": 1, "packets": 19, "busy_cycles": 1, "idle_cycles": 3,
+                 "cache_hits": 9, "cache_misses": 1}],
+    "drops": {"small": 1, "big": 7, "also_big": 7}})");
+  std::string out = render_stats(stats);
+  EXPECT_THAT(out, HasSubstr("PORT  RX_PACKETS  RX_BYTES  TX_PACKETS  TX_BYTES  DROPS\n"
+                             "p1            10       640           9       576      5\n"));
+  EXPECT_THAT(out, HasSubstr("WORKER  LCORE  PACKETS  CACHE_HIT   BUSY  DROPS\n"
+                             "     0      1       19      90.0%  25.0%      0\n"));
+  EXPECT_THAT(out, HasSubstr("DROP REASON  PACKETS\n"
+                             "also_big           7\n"
+                             "big                7\n"
+                             "small              1\n"));
+}
+
+TEST(StraitctlRender, StatsRatesFromPreviousSample) {
+  json before = json::parse(R"({"ports": [{"id": "p1", "rx_packets": 100, "tx_packets": 0}],
+                               "workers": [{"id": 0, "packets": 100}]})");
+  json now = json::parse(R"({"ports": [{"id": "p1", "rx_packets": 300, "tx_packets": 50},
+                                       {"id": "p2", "rx_packets": 1}],
+                            "workers": [{"id": 0, "packets": 500}]})");
+  std::string out = render_stats(now, before, 2.0);
+  EXPECT_THAT(out, HasSubstr("RX_PPS  TX_PPS\n"));
+  EXPECT_THAT(out, HasSubstr("     100      25\n"));  // p1
+  EXPECT_THAT(out, HasSubstr("       -       -\n"));  // p2: new since the last sample
+  EXPECT_THAT(out, HasSubstr("  200\n"));             // worker 0
+}
+
+TEST(StraitctlRender, CellFormats) {
+  json o = {{"s", "x"},           {"e", ""},       {"n", 5}, {"b", true}, {"l", {"a", 1}},
+            {"z", json::array()}, {"nul", nullptr}};
+  EXPECT_EQ(cell(o, "s"), "x");
+  EXPECT_EQ(cell(o, "e"), "-");
+  EXPECT_EQ(cell(o, "n"), "5");
+  EXPECT_EQ(cell(o, "b"), "true");
+  EXPECT_EQ(cell(o, "l"), "a,1");
+  EXPECT_EQ(cell(o, "z"), "-");
+  EXPECT_EQ(cell(o, "nul"), "-");
+  EXPECT_EQ(cell(o, "missing"), "-");
+  EXPECT_EQ(cell(json("not an object"), "x"), "-");
+}
+
+}  // namespace
+}  // namespace strait::straitctl
