@@ -35,7 +35,7 @@ struct Args {
 struct Commands {
   CLI::App *net_create, *net_delete, *net_list;
   CLI::App *port_bind, *port_unbind, *port_list, *port_show;
-  CLI::App *show, *stats, *call;
+  CLI::App *show, *stats, *call, *events;
 };
 
 void add_network_commands(CLI::App& app, Args& a, Commands& c) {
@@ -94,6 +94,8 @@ std::string positive_seconds(const std::string& s) {
 
 void add_other_commands(CLI::App& app, Args& a, Commands& c) {
   c.show = app.add_subcommand("show", "The whole switch");
+  c.events = app.add_subcommand(
+      "events", "Follow the event stream (port-up, vif-plugged, port-down, port-unbound)");
   c.stats = app.add_subcommand("stats", "Port, worker and drop counters");
   c.stats->add_option("-w,--watch", a.watch, "Repeat every SECONDS until interrupted")
       ->check(positive_seconds);
@@ -147,6 +149,10 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.method = "stats";
     inv.view = View::kStats;
     inv.watch_seconds = a.watch;
+  } else if (c.events->parsed()) {
+    inv.method = "events.subscribe";
+    inv.view = View::kEvents;
+    inv.timeout_seconds = 0;  // events come when they come
   } else if (c.call->parsed()) {
     inv.method = a.method;
     inv.view = View::kRaw;

@@ -17,7 +17,8 @@ enum class View {
   kPortDetail,  // port show: one field per line
   kShow,
   kStats,
-  kRaw,  // call: the result JSON, always
+  kRaw,     // call: the result JSON, always
+  kEvents,  // events: one line per event until interrupted
 };
 
 struct Invocation {

@@ -76,6 +76,17 @@ bool Client::call(const std::string& method, const nlohmann::json& params, nlohm
   return true;
 }
 
+bool Client::read_event(nlohmann::json* event, std::string* err) {
+  std::string line;
+  if (!read_line(&line, err)) return false;
+  *event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (event->is_discarded() || !event->is_object()) {
+    *err = "malformed event from " + path_ + ": " + line.substr(0, 200);
+    return false;
+  }
+  return true;
+}
+
 bool Client::read_line(std::string* line, std::string* err) {
   for (;;) {
     size_t nl = buf_.find('\n');

@@ -21,6 +21,9 @@ class Client {
   bool call(const std::string& method, const nlohmann::json& params, nlohmann::json* reply,
             std::string* err);
 
+ // After events.subscribe: the next event object (blocks).
+  bool read_event(nlohmann::json* event, std::string* err);
+
  private:
   bool read_line(std::string* line, std::string* err);
 

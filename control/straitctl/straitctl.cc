@@ -54,6 +54,7 @@ void print_result(const Invocation& inv, const json& result) {
       std::cout << render_stats(result);
       break;
     case View::kRaw:
+    case View::kEvents:
       break;
   }
 }
@@ -122,6 +123,35 @@ int watch_stats(Client& client, const Invocation& inv) {
   return kExitOk;
 }
 
+// events: subscribe, then print each event as it comes (one JSON object per
+// line with -o json), until the switch goes away or we are interrupted.
+int follow_events(Client& client, const Invocation& inv) {
+  json result;
+  if (int rc = request(client, inv, &result); rc != kExitOk) return rc;
+  std::cout << std::unitbuf;
+  for (;;) {
+    json ev;
+    std::string err;
+    if (!client.read_event(&ev, &err)) {
+      std::cerr << "straitctl: " << err << "\n";
+      return kExitUsage;
+    }
+    if (!ev.contains("event")) continue;  // a reply, not an event
+    if (inv.json_output) {
+      std::cout << ev.dump() << "\n";
+      continue;
+    }
+    const double ts = ev.value("ts", 0.0);
+    std::time_t secs = static_cast<std::time_t>(ts);
+    char stamp[64];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", std::localtime(&secs));
+    char frac[16];
+    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>((ts - double(secs)) * 1000));
+    std::cout << stamp << frac << "  " << ev.value("event", "?") << "  " << ev.value("port", "-")
+              << "\n";
+  }
+}
+
 int run(int argc, char** argv) {
   Invocation inv;
   if (int rc = parse_args(argc, argv, inv, std::cout, std::cerr); rc >= 0) return rc;
@@ -132,6 +162,7 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   if (inv.view == View::kStats && inv.watch_seconds > 0) return watch_stats(client, inv);
+  if (inv.view == View::kEvents) return follow_events(client, inv);
   json result;
   int rc = request(client, inv, &result);
   if (rc == kExitOk) print_result(inv, result);
