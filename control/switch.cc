@@ -66,21 +66,78 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   sw->rxq_load_.assign(n_workers, 0);
   vhost::set_control_thread();
   sw->start_tsc_ = rte_rdtsc();
+  auto store = Store::open(cfg.state_dir);
+  if (!store) return store.error();
+  sw->store_ = std::move(*store);
   if (Status st = sw->open_physnets(); !st) return st.error();
-  sw->republish();
+  if (Status st = sw->restore(); !st) return st.error();
+  sw->republish();  // one snapshot with everything, before any worker runs
   return sw;
+}
+
+Status Switch::restore() {
+  auto saved = store_->load();
+  if (!saved) return saved.error();
+  for (const NetworkSpec& n : saved->networks)
+    if (Status st = model_.add_network(n); !st)
+      return Error{st.error().code, store_->path() + ": network " + n.id + ": " + st.error().message};
+  for (const auto& [spec, lvlan] : saved->ports) {
+    if (Status st = model_.restore_port(spec, lvlan); !st)
+      return Error{st.error().code, store_->path() + ": port " + spec.id + ": " + st.error().message};
+    auto idx = alloc_dp();
+    if (!idx) return exhausted("restoring port " + spec.id + ": no free datapath port index");
+    auto rt = attach(spec, *idx);
+    if (!rt) {
+      spdlog::error("port {}: {} (bound, down until re-bound)", spec.id, rt.error().message);
+      PortRuntime down;
+      down.dp.dp = *idx;
+      ports_.emplace(spec.id, std::move(down));
+      continue;
+    }
+    ports_.emplace(spec.id, std::move(*rt));
+  }
+  spdlog::info("restored {} network(s), {} port(s) from {}", saved->networks.size(),
+               saved->ports.size(), store_->path());
+  return ok();
+}
+
+Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
+  PortRuntime rt;
+  rt.base = port_counter_sums(idx);
+  if (spec.attach.kind == Attachment::Kind::kVhost) {
+    // Bound now; forwards once its guest driver is ready (drain_vhost_events).
+    std::string err;
+    const auto mode = spec.attach.mode == Attachment::Mode::kServer ? vhost::Mode::kServer
+                                                                     : vhost::Mode::kClient;
+    if (vhost::Backend::instance().add_socket(spec.attach.path, mode, &err) < 0)
+      return Error{"device_error", err};
+    rt.dp = DpPort{idx, 0, {}, 1, false, dp::PortKind::kVhost, -1};
+    rt.vhost_path = spec.attach.path;
+  } else {
+    auto dev = open_ethdev(spec.attach.devargs, pool_, static_cast<uint16_t>(workers_.size()));
+    if (!dev) return dev.error();
+    rt.dp = DpPort{idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true};
+    rt.dev = *dev;
+  }
+  rt.has_device = true;
+  return rt;
+}
+
+// Only once no worker can reach the device (after a grace period, or with
+// the workers stopped).
+void Switch::detach(const PortRuntime& rt) {
+  if (!rt.has_device) return;
+  if (rt.dp.kind == dp::PortKind::kVhost)
+    vhost::Backend::instance().remove_socket(rt.vhost_path);
+  else
+    close_ethdev(rt.dev);
 }
 
 Switch::~Switch() {
   stop_workers();
   // No worker runs: vhost devices can go at once (remove_socket releases any
   // destroy_device waiting for us).
-  for (auto& [id, p] : ports_) {
-    if (p.dp.kind == dp::PortKind::kVhost)
-      vhost::Backend::instance().remove_socket(p.vhost_path);
-    else
-      close_ethdev(p.dev);
-  }
+  for (auto& [id, p] : ports_) detach(p);
   for (auto& [name, u] : uplinks_) close_ethdev(u.dev);
   ports_.clear();
   uplinks_.clear();

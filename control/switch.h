@@ -19,6 +19,7 @@
 #include "control/model.h"
 #include "control/publisher.h"
 #include "control/snapshot_builder.h"
+#include "control/store.h"
 #include "dataplane/worker.h"
 
 namespace strait::ctl {
@@ -61,6 +62,7 @@ class Switch {
     Ethdev dev;                  // kEthdev attachments
     std::vector<uint64_t> base;  // counters at bind (datapath indexes are reused)
     std::string vhost_path;      // kVhost attachments
+    bool has_device = false;     // an ethdev was opened / a socket registered
   };
   struct Uplink {
     DpPort dp;
@@ -74,6 +76,12 @@ class Switch {
 
   explicit Switch(const Config& cfg);
   Status open_physnets();
+  // Rebuilds networks and bindings, with their local VLANs, from the store
+  // (F4, F11). A device that cannot be opened leaves its port bound and down.
+  Status restore();
+  // Opens the port's device (ethdev) or socket (vhost) under datapath index dp.
+  Result<PortRuntime> attach(const PortSpec& spec, uint16_t dp);
+  void detach(const PortRuntime& rt);
   void republish();
 
   // API methods (switch_api.cc).
@@ -104,6 +112,7 @@ class Switch {
 
   Config cfg_;
   Model model_;
+  std::unique_ptr<Store> store_;
   dp::DataplaneShared shared_;
   Publisher publisher_;
   rte_mempool* pool_ = nullptr;

@@ -61,6 +61,10 @@ void Switch::network_create(const json& params, Done done) {
   auto spec = parse_network(params);
   if (!spec) return done(error_reply(spec.error()));
   if (Status st = model_.add_network(*spec); !st) return done(error_reply(st.error()));
+  if (Status st = store_->put_network(*spec); !st) {
+    (void)model_.remove_network(spec->id);
+    return done(error_reply(st.error()));
+  }
   // A network with no port here is not in the datapath: nothing to publish.
   done(ok_reply(network_json(*spec)));
 }
@@ -68,7 +72,13 @@ void Switch::network_create(const json& params, Done done) {
 void Switch::network_delete(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
+  const NetworkSpec* net = model_.network(*id);
+  const NetworkSpec saved = net ? *net : NetworkSpec{};
   if (Status st = model_.remove_network(*id); !st) return done(error_reply(st.error()));
+  if (Status st = store_->delete_network(saved.id); !st) {
+    (void)model_.add_network(saved);
+    return done(error_reply(st.error()));
+  }
   done(ok_reply(json::object()));
 }
 
@@ -78,36 +88,26 @@ void Switch::port_bind(const json& params, Done done) {
   if (Status st = model_.check_add_port(*spec); !st) return done(error_reply(st.error()));
   auto idx = alloc_dp();
   if (!idx) return done(error_reply(exhausted("no free datapath port index")));
-  PortRuntime rt;
-  rt.base = port_counter_sums(*idx);
-  if (spec->attach.kind == Attachment::Kind::kVhost) {
-    // The port is bound now and forwards once its guest driver is ready.
-    std::string err;
-    const auto mode = spec->attach.mode == Attachment::Mode::kServer ? vhost::Mode::kServer
-                                                                      : vhost::Mode::kClient;
-    if (vhost::Backend::instance().add_socket(spec->attach.path, mode, &err) < 0) {
-      free_dp(*idx);
-      return done(error_reply({"device_error", err}));
-    }
-    rt.dp = DpPort{*idx, 0, {}, 1, false, dp::PortKind::kVhost, -1};
-    rt.vhost_path = spec->attach.path;
-  } else {
-    auto dev = open_ethdev(spec->attach.devargs, pool_, static_cast<uint16_t>(workers_.size()));
-    if (!dev) {
-      free_dp(*idx);
-      return done(error_reply(dev.error()));
-    }
-    rt.dp = DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true};
-    rt.dev = *dev;
+  auto rt = attach(*spec, *idx);
+  if (!rt) {
+    free_dp(*idx);
+    return done(error_reply(rt.error()));
   }
-  if (Status st = model_.add_port(*spec); !st) {  // checked above; kept as a backstop
-    if (rt.dp.kind == dp::PortKind::kVhost) vhost::Backend::instance().remove_socket(rt.vhost_path);
-    else close_ethdev(rt.dev);
+  // Model, then disk, then datapath: a change that cannot be made durable
+  // is undone and refused before any worker sees it.
+  Status st = model_.add_port(*spec);
+  if (st) {
+    st = store_->put_port(*spec, model_.local_vlan(spec->network));
+    if (!st) (void)model_.remove_port(spec->id);
+  }
+  if (!st) {
+    for (uint16_t w : rt->dp.rxq_worker) rxq_load_[w]--;
+    detach(*rt);
     free_dp(*idx);
     return done(error_reply(st.error()));
   }
-  const bool live = rt.dp.live;
-  ports_.emplace(spec->id, std::move(rt));
+  const bool live = rt->dp.live;
+  ports_.emplace(spec->id, std::move(*rt));
   republish();
   if (live) announce_up_when_live(spec->id);
   reply_when_live(std::move(done), port_json(*model_.port(spec->id)));
@@ -121,7 +121,13 @@ void Switch::port_unbind(const json& params, Done done) {
   auto it = spec ? ports_.find(spec->id) : ports_.end();
   if (it == ports_.end()) return done(error_reply(not_found("port " + *id + " is not bound")));
   *id = spec->id;
+  const PortSpec saved = *spec;
+  const uint16_t lvlan = model_.local_vlan(saved.network);
   if (Status st = model_.remove_port(*id); !st) return done(error_reply(st.error()));
+  if (Status st = store_->delete_port(*id); !st) {
+    (void)model_.restore_port(saved, lvlan);
+    return done(error_reply(st.error()));
+  }
   PortRuntime rt = std::move(it->second);
   ports_.erase(it);
   for (uint16_t w : rt.dp.rxq_worker) rxq_load_[w]--;
@@ -131,10 +137,7 @@ void Switch::port_unbind(const json& params, Done done) {
   // snapshot that polls or sends to it.
   const std::string port_id = *id;
   publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id]() {
-    if (rt.dp.kind == dp::PortKind::kVhost)
-      vhost::Backend::instance().remove_socket(rt.vhost_path);
-    else
-      close_ethdev(rt.dev);
+    detach(rt);
     free_dp(rt.dp.dp);
     if (rt.dp.live) emit("port-down", port_id);
     emit("port-unbound", port_id);
@@ -156,9 +159,10 @@ json Switch::port_json(const PortSpec& p) const {
   const dp::PortEntry* e = it == ports_.end() ? nullptr : publisher_.current()->port(it->second.dp.dp);
   j["state"] = e && e->enabled ? "up" : "down";
   j["dp_port"] = it == ports_.end() ? json(nullptr) : json(it->second.dp.dp);
-  const bool ethdev = it != ports_.end() && it->second.dp.kind == dp::PortKind::kEthdev;
+  const bool ethdev = it != ports_.end() && it->second.has_device &&
+                      it->second.dp.kind == dp::PortKind::kEthdev;
   j["ethdev"] = ethdev ? json(it->second.dev.port_id) : json(nullptr);
-  if (it != ports_.end() && !ethdev) {
+  if (it != ports_.end() && it->second.dp.kind == dp::PortKind::kVhost) {
     j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()}};
   }
   return j;

@@ -268,6 +268,38 @@ TEST_F(SwitchTest, UnbindIsLiveWhenTheCallReturns) {
   EXPECT_EQ(at_b.size() + at_c.size(), frames.size());
 }
 
+// A restarted switch rebuilds every network and binding from its store with
+// the same local VLANs, before its workers run, and forwards again (F4, F11).
+TEST(SwitchRestart, RestartRestoresBindingsAndLocalVlansF4F11) {
+  RingPort phys("net_ring_rsphys"), a("net_ring_rsa"), b("net_ring_rsb");
+  auto cfg = test_config();
+  cfg.physnets = {{"physnet1", "net_ring_rsphys"}};
+  json before;
+  {
+    Harness h(cfg, /*keep_state=*/true);
+    h.ok("network.create", {{"id", "other"}, {"type", "local"}});
+    h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
+                            {"segmentation_id", 100}});
+    RingPort o("net_ring_rso");
+    h.ok("port.bind", port_params(uuid(31), "other", kMacC, o.name()));  // takes VLAN 1
+    h.ok("port.bind", port_params(uuid(32), "n1", kMacA, a.name()));     // VLAN 2
+    h.ok("port.bind", port_params(uuid(33), "n1", kMacB, b.name()));
+    h.ok("port.unbind", {{"id", uuid(31)}});  // frees VLAN 1: a renumbering would take it
+    before = h.ok("show");
+  }
+  Harness h(cfg);
+  json after = h.ok("show");
+  EXPECT_EQ(after["networks"], before["networks"]);
+  ASSERT_EQ(after["ports"].size(), 2u);
+  for (size_t i = 0; i < 2; i++) {
+    EXPECT_EQ(after["ports"][i]["id"], before["ports"][i]["id"]);
+    EXPECT_EQ(after["ports"][i]["local_vlan"], 2);
+    EXPECT_EQ(after["ports"][i]["state"], "up");
+  }
+  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB + "')/IP()/UDP()]"));
+  EXPECT_EQ(b.wait_for(1).size(), 1u);
+}
+
 // Two workers transmit to one physnet queue: shared queues take the lock per
 // burst, and nothing is lost or duplicated.
 TEST(SwitchMultiWorker, TwoWorkersShareOneTxQueue) {

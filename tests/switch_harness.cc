@@ -1,5 +1,6 @@
 #include "tests/switch_harness.h"
 
+#include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -88,7 +89,9 @@ ctl::Config test_config(std::vector<unsigned> workers) {
   c.worker_lcores = std::move(workers);
   c.idle_sleep_us = 50;
   c.flow_cache_entries = 4096;
-  c.state_dir = "/tmp";
+  // A state directory of its own: every switch starts from an empty store.
+  char dir[] = "/tmp/strait-harness-XXXXXX";
+  c.state_dir = mkdtemp(dir);
   return c;
 }
 
@@ -98,7 +101,8 @@ nlohmann::json port_params(const std::string& id, const std::string& net, const 
           {"attach", {{"type", "ethdev"}, {"devargs", devargs}}}};
 }
 
-Harness::Harness(ctl::Config cfg) {
+Harness::Harness(ctl::Config cfg, bool keep_state)
+    : state_dir_(cfg.state_dir), keep_state_(keep_state) {
   auto sw = ctl::Switch::create(cfg);
   if (!sw) throw std::runtime_error("Switch::create: " + sw.error().message);
   sw_ = std::move(*sw);
@@ -108,6 +112,7 @@ Harness::Harness(ctl::Config cfg) {
 Harness::~Harness() {
   sw_->stop_workers();
   sw_.reset();
+  if (!keep_state_) std::filesystem::remove_all(state_dir_);
 }
 
 nlohmann::json Harness::call(const std::string& method, const nlohmann::json& params) {

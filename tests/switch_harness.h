@@ -37,7 +37,8 @@ class RingPort {
 
 class Harness {
  public:
-  explicit Harness(ctl::Config cfg);
+  // Removes cfg.state_dir at the end unless keep_state (restart tests).
+  explicit Harness(ctl::Config cfg, bool keep_state = false);
   ~Harness();
   ctl::Switch& sw() { return *sw_; }
   // Runs an API call to completion, pumping the control loop like straitd.
@@ -50,6 +51,8 @@ class Harness {
 
  private:
   std::unique_ptr<ctl::Switch> sw_;
+  std::string state_dir_;
+  bool keep_state_;
 };
 
 ctl::Config test_config(std::vector<unsigned> workers = {1});
