@@ -149,7 +149,8 @@ Status read_datapath(const Reader& r, const toml::node& node, Config& c) {
   Error err;
   const toml::table* t = r.table(node, "datapath", &err);
   if (!t) return err;
-  if (auto s = r.known_keys(*t, "datapath", {"workers", "flow_cache_entries", "idle_sleep_us"});
+  if (auto s = r.known_keys(*t, "datapath",
+                            {"workers", "flow_cache_entries", "idle_sleep_us", "mac_aging_s"});
       !s) {
     return s;
   }
@@ -165,6 +166,11 @@ Status read_datapath(const Reader& r, const toml::node& node, Config& c) {
     auto v = r.integer(*n, "datapath.idle_sleep_us", 0, 100000);
     if (!v) return v.error();
     c.idle_sleep_us = static_cast<uint32_t>(*v);
+  }
+  if (auto n = t->get("mac_aging_s")) {
+    auto v = r.integer(*n, "datapath.mac_aging_s", 1, 86400);
+    if (!v) return v.error();
+    c.mac_aging_s = static_cast<uint32_t>(*v);
   }
   return ok();
 }

@@ -17,6 +17,7 @@ struct Config {
   std::vector<unsigned> worker_lcores = {1};    // [datapath] workers
   uint32_t flow_cache_entries = 65536;          // per worker
   uint32_t idle_sleep_us = 0;                   // 0: busy-poll
+  uint32_t mac_aging_s = 300;                   // learned physnet MACs expire after this idle time
   std::map<std::string, std::string> physnets;  // name -> device devargs
 };
 

@@ -20,7 +20,6 @@
 namespace strait::ctl {
 namespace {
 
-constexpr uint32_t kMacAgingSec = 300;        // neutron/OVS default
 constexpr size_t kMaxLearnedPerNetwork = 1024;
 constexpr unsigned kMbufsPerQueue = 2048;     // rx ring + in flight + tx ring share
 constexpr unsigned kMinMbufs = 16384;
@@ -349,7 +348,7 @@ void Switch::age_learned() {
   for (auto it = learned_.begin(); it != learned_.end();) {
     uint32_t seen = it->second.created;
     for (auto& w : workers_) seen = std::max(seen, w->learn_seen(it->second.slot));
-    if (now - seen > kMacAgingSec) {
+    if (now - seen > cfg_.mac_aging_s) {
       free_learn_slots_.push_back(it->second.slot);
       it = learned_.erase(it);
       changed = true;

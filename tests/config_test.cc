@@ -54,6 +54,10 @@ TEST(Config, EmptyFileGivesDefaults) {
 }
 
 TEST(Config, PartialDatapathKeepsOtherDefaults) {
+  EXPECT_EQ(parse("[datapath]\nmac_aging_s = 1\n")->mac_aging_s, 1u);
+  EXPECT_EQ(parse("")->mac_aging_s, 300u);
+  EXPECT_EQ(refusal("[datapath]\nmac_aging_s = 0\n"),
+            "config /etc/strait.toml: datapath.mac_aging_s: 0 is outside 1..86400");
   auto r = parse("[datapath]\nidle_sleep_us = 100000\n");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->idle_sleep_us, 100000u);

@@ -198,6 +198,40 @@ TEST_F(SwitchTest, PhysnetSourceMacIsLearnedAndUnicastStopsFlooding) {
   EXPECT_TRUE(b.take().empty());  // no longer flooded
 }
 
+// A learned MAC that stops talking is forgotten after mac_aging_s, and
+// traffic to it floods again; traffic from it keeps it alive.
+TEST(SwitchAging, LearnedMacAgesOutAndFloodingResumes) {
+  RingPort phys("net_ring_agphys"), a("net_ring_aga"), b("net_ring_agb");
+  auto cfg = test_config();
+  cfg.physnets = {{"physnet1", "net_ring_agphys"}};
+  cfg.mac_aging_s = 1;
+  Harness h(cfg);
+  h.ok("network.create", {{"id", "n1"}, {"type", "flat"}, {"physnet", "physnet1"}});
+  h.ok("port.bind", port_params(uuid(41), "n1", kMacA, a.name()));
+  h.ok("port.bind", port_params(uuid(42), "n1", kMacB, b.name()));
+  auto from_remote = scapy(std::string("[Ether(src='") + kRemote + "', dst='ff:ff:ff:ff:ff:ff')/ARP()]");
+  auto to_remote = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP()/UDP()]");
+  phys.send(from_remote);
+  ASSERT_EQ(b.wait_for(1).size(), 1u);
+  a.take();
+  h.pump(std::chrono::milliseconds(50));
+  ASSERT_EQ(h.sw().show()["learned_macs"], 1);
+  // Kept alive while it talks: 2.5 s of traffic every 300 ms.
+  for (int i = 0; i < 8; i++) {
+    phys.send(from_remote);
+    h.pump(std::chrono::milliseconds(300));
+  }
+  EXPECT_EQ(h.sw().show()["learned_macs"], 1);
+  a.take();
+  b.take();
+  // Silent for more than the aging time: forgotten, unicast floods again.
+  h.pump(std::chrono::milliseconds(2500));
+  EXPECT_EQ(h.sw().show()["learned_macs"], 0);
+  a.send(to_remote);
+  EXPECT_EQ(phys.wait_for(1).size(), 1u);
+  EXPECT_EQ(b.wait_for(1).size(), 1u);  // flooded
+}
+
 TEST_F(SwitchTest, FramesAboveNetworkMtuDropped) {
   h_->ok("network.create", {{"id", "n1"}, {"type", "local"}, {"mtu", 1000}});
   RingPort& a = bind(1, "n1", kMacA);
