@@ -170,7 +170,8 @@ void ApiServer::send(const std::shared_ptr<Conn>& c, const std::string& line) {
   if (!c->open) return;
   c->out += line;
   while (!c->out.empty()) {
-    ssize_t n = write(c->fd, c->out.data(), c->out.size());
+    // MSG_NOSIGNAL: a client that went away is an EPIPE, not a SIGPIPE.
+    ssize_t n = ::send(c->fd, c->out.data(), c->out.size(), MSG_NOSIGNAL);
     if (n > 0) {
       c->out.erase(0, static_cast<size_t>(n));
       continue;

@@ -147,6 +147,8 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // A peer closing a socket (API client, vhost-user peer) must never kill us.
+  signal(SIGPIPE, SIG_IGN);
 
   std::vector<std::string> args = eal_args(argv[0], cfg, eal);
   std::vector<char*> cargs;

@@ -93,7 +93,9 @@ Status Switch::restore() {
       ports_.emplace(spec.id, std::move(down));
       continue;
     }
+    const bool live = rt->dp.live;
     ports_.emplace(spec.id, std::move(*rt));
+    if (live) announce_up_when_live(spec.id);
   }
   spdlog::info("restored {} network(s), {} port(s) from {}", saved->networks.size(),
                saved->ports.size(), store_->path());
@@ -184,12 +186,6 @@ void Switch::republish() {
   publisher_.publish(build_snapshot(in));
 }
 
-void Switch::reply_when_live(Done done, nlohmann::json result) {
-  publisher_.after_grace([done = std::move(done), result = std::move(result)]() mutable {
-    done({{"ok", true}, {"result", std::move(result)}});
-  });
-}
-
 std::optional<uint16_t> Switch::alloc_dp() {
   for (uint16_t i = 0; i < dp::kMaxPorts; i++)
     if (!dp_used_[i]) {
@@ -270,6 +266,7 @@ void Switch::drain_vhost_events() {
       p->dp.rxq_worker.clear();
       p->dp.vid = -1;
       p->dp.live = false;
+      p->announced = false;
       spdlog::info("port {}: vhost device {} gone", id, ev.vid);
       republish();
       const int vid = ev.vid;
@@ -285,6 +282,7 @@ void Switch::announce_up_when_live(const std::string& id) {
   publisher_.after_grace([this, id] {
     auto it = ports_.find(id);
     if (it == ports_.end() || !it->second.dp.live) return;  // gone again meanwhile
+    it->second.announced = true;
     emit("port-up", id);
     emit("vif-plugged", id);
   });

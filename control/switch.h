@@ -63,6 +63,7 @@ class Switch {
     std::vector<uint64_t> base;  // counters at bind (datapath indexes are reused)
     std::string vhost_path;      // kVhost attachments
     bool has_device = false;     // an ethdev was opened / a socket registered
+    bool announced = false;      // port-up went out: live in every worker
   };
   struct Uplink {
     DpPort dp;
@@ -91,8 +92,6 @@ class Switch {
   void port_unbind(const nlohmann::json& params, Done done);
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;
-  // Answers once every worker forwards by what is published now.
-  void reply_when_live(Done done, nlohmann::json result);
 
   std::optional<uint16_t> alloc_dp();
   void free_dp(uint16_t dp);

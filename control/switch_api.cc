@@ -110,7 +110,13 @@ void Switch::port_bind(const json& params, Done done) {
   ports_.emplace(spec->id, std::move(*rt));
   republish();
   if (live) announce_up_when_live(spec->id);
-  reply_when_live(std::move(done), port_json(*model_.port(spec->id)));
+  // Rendered when the answer goes out: by then the port is live (and "up"
+  // if its device is), unless another client unbound it meanwhile.
+  publisher_.after_grace([this, id = spec->id, done = std::move(done),
+                          bound = port_json(*model_.port(spec->id))]() {
+    const PortSpec* p = model_.port(id);
+    done(ok_reply(p ? port_json(*p) : bound));
+  });
 }
 
 void Switch::port_unbind(const json& params, Done done) {
@@ -157,7 +163,8 @@ json Switch::port_json(const PortSpec& p) const {
   j["local_vlan"] = model_.local_vlan(p.network);
   auto it = ports_.find(p.id);
   const dp::PortEntry* e = it == ports_.end() ? nullptr : publisher_.current()->port(it->second.dp.dp);
-  j["state"] = e && e->enabled ? "up" : "down";
+  // "up" once every worker forwards for it, which is when port-up went out.
+  j["state"] = e && e->enabled && it->second.announced ? "up" : "down";
   j["dp_port"] = it == ports_.end() ? json(nullptr) : json(it->second.dp.dp);
   const bool ethdev = it != ports_.end() && it->second.has_device &&
                       it->second.dp.kind == dp::PortKind::kEthdev;

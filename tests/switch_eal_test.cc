@@ -322,6 +322,7 @@ TEST(SwitchRestart, RestartRestoresBindingsAndLocalVlansF4F11) {
     before = h.ok("show");
   }
   Harness h(cfg);
+  h.pump(std::chrono::milliseconds(20));  // port-up goes out once the restored snapshot is live
   json after = h.ok("show");
   EXPECT_EQ(after["networks"], before["networks"]);
   ASSERT_EQ(after["ports"].size(), 2u);

@@ -1,7 +1,10 @@
 #include "vhost/vhost_port.h"
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -50,7 +53,33 @@ Backend& Backend::instance() {
   return b;
 }
 
+// Server mode creates the socket file: refuse to replace anything but a
+// socket nobody listens on (one a crashed switch left behind).
+static int check_server_path(const std::string& path, std::string* err) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return 0;  // nothing there
+  if (!S_ISSOCK(st.st_mode)) {
+    *err = "vhost socket " + path + ": exists and is not a socket";
+    return -EEXIST;
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool alive = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (alive) {
+    *err = "vhost socket " + path + ": something is listening there already";
+    return -EADDRINUSE;
+  }
+  unlink(path.c_str());  // stale: take it over
+  return 0;
+}
+
 int Backend::add_socket(const std::string& path, Mode mode, std::string* err) {
+  if (mode == Mode::kServer) {
+    if (int rc = check_server_path(path, err); rc < 0) return rc;
+  }
   uint64_t flags = 0;
   // Client mode reconnects by itself (no RTE_VHOST_USER_NO_RECONNECT).
   if (mode == Mode::kClient) flags |= RTE_VHOST_USER_CLIENT;
