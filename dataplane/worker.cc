@@ -175,8 +175,7 @@ void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Act
     rte_mbuf* out = (i + 1 == last) ? m : rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX);
     if (!out || !set_vlan(out, tagged, t.egress_vid)) {
       if (out) rte_pktmbuf_free(out);
-      bump(stats_->drops[static_cast<unsigned>(DropReason::kNoMbuf)]);
-      bump(stats_->ports[t.port].drops[static_cast<unsigned>(DropReason::kNoMbuf)]);
+      count_drop(t.port, DropReason::kNoMbuf);
       continue;
     }
     enqueue(s, t.port, out);
@@ -223,8 +222,7 @@ void Worker::flush(const Snapshot& s, uint16_t port) noexcept {
   if (sent < b.n) {
     const DropReason r = p && p->enabled ? DropReason::kTxFull : DropReason::kPortDown;
     rte_pktmbuf_free_bulk(b.pkts + sent, b.n - sent);
-    bump(pc.drops[static_cast<unsigned>(r)], b.n - sent);
-    bump(stats_->drops[static_cast<unsigned>(r)], b.n - sent);
+    count_drop(port, r, b.n - sent);
   }
   b.n = 0;
 }
@@ -239,8 +237,12 @@ void Worker::flush_all(const Snapshot& s) noexcept {
 
 void Worker::drop(rte_mbuf* m, uint16_t port, DropReason r) noexcept {
   rte_pktmbuf_free(m);
-  bump(stats_->drops[static_cast<unsigned>(r)]);
-  if (port < kMaxPorts) bump(stats_->ports[port].drops[static_cast<unsigned>(r)]);
+  count_drop(port, r);
+}
+
+void Worker::count_drop(uint16_t port, DropReason r, uint64_t n) noexcept {
+  bump(stats_->drops[static_cast<unsigned>(r)], n);
+  if (port < kMaxPorts) bump(stats_->ports[port].drops[static_cast<unsigned>(r)], n);
 }
 
 void Worker::learn(const FlowKey& key, const Action& a) noexcept {

@@ -94,6 +94,8 @@ class Worker {
   void flush(const Snapshot& s, uint16_t port) noexcept;
   void flush_all(const Snapshot& s) noexcept;
   void drop(rte_mbuf* m, uint16_t port, DropReason r) noexcept;
+  // Counts n drops of reason r against the worker and the port.
+  void count_drop(uint16_t port, DropReason r, uint64_t n = 1) noexcept;
   void learn(const FlowKey& key, const Action& a) noexcept;
 
   const uint16_t id_;
