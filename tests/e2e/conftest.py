@@ -460,3 +460,11 @@ def veth_available():
         return False
     finally:
         w.destroy()
+
+
+@pytest.fixture
+def lab(sw):
+    """A Lab on the module's own straitd (each module defines `sw`)."""
+    lab = Lab(sw)
+    yield lab
+    lab.close()

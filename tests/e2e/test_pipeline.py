@@ -16,7 +16,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1AD, Dot1Q, Ether
 from scapy.packet import Raw
 
-from conftest import Lab, Port, Wire, new_mac, read_pcap, tshark_fields, wait_for, write_pcap
+from conftest import Port, Wire, new_mac, read_pcap, tshark_fields, wait_for, write_pcap
 
 BCAST = "ff:ff:ff:ff:ff:ff"
 
@@ -70,13 +70,6 @@ def sw(straitd_factory, _wire, tmp_path_factory):
     sw = straitd_factory(physnets=physnets, name="pipeline")
     sw.physnet2_tx = sw.tmp / "physnet2_tx.pcap"
     return sw
-
-
-@pytest.fixture
-def lab(sw):
-    lab = Lab(sw)
-    yield lab
-    lab.close()
 
 
 # ---- helpers -----------------------------------------------------------------

@@ -8,7 +8,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from conftest import Lab, Port, new_mac, read_pcap_bytes, wait_for, write_pcap
+from conftest import Port, new_mac, read_pcap_bytes, wait_for, write_pcap
 
 N = 1000  # frames per sender and destination
 
@@ -21,13 +21,6 @@ def sw(straitd_factory):
                          eal=["--lcores", f"0@0,1@{cpu},2@{cpu}", "--main-lcore", "0"])
     sw.physnet1_tx = sw.tmp / "physnet1_tx.pcap"
     return sw
-
-
-@pytest.fixture
-def lab(sw):
-    lab = Lab(sw)
-    yield lab
-    lab.close()
 
 
 def frames(src, dst, tag):
