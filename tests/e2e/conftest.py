@@ -300,15 +300,7 @@ class Lab:
         self.networks = []
 
     def network(self, type_, physnet=None, seg=None, mtu=None):
-        nid = unique("net")
-        params = {"id": nid, "type": type_}
-        if physnet:
-            params["physnet"] = physnet
-        if seg is not None:
-            params["segmentation_id"] = seg
-        if mtu is not None:
-            params["mtu"] = mtu
-        self.sw.call("network.create", params)
+        nid = create_network(self.sw, "net", type_, physnet, seg, mtu)
         self.networks.append(nid)
         return nid
 
@@ -468,3 +460,17 @@ def lab(sw):
     lab = Lab(sw)
     yield lab
     lab.close()
+
+
+def create_network(sw, prefix, type_, physnet=None, seg=None, mtu=None):
+    """network.create with a fresh id (prefix-N); returns the id."""
+    nid = unique(prefix)
+    params = {"id": nid, "type": type_}
+    if physnet:
+        params["physnet"] = physnet
+    if seg is not None:
+        params["segmentation_id"] = seg
+    if mtu is not None:
+        params["mtu"] = mtu
+    sw.call("network.create", params)
+    return nid

@@ -31,7 +31,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from conftest import STRAITCTL, ApiError, Straitd, Wire, new_mac, read_pcap_bytes, unique, veth_available, wait_for
+from conftest import (STRAITCTL, ApiError, Straitd, Wire, create_network, new_mac, read_pcap_bytes,
+                      veth_available, wait_for)
 from vm import (VM, Blaster, Events, bind_vhost, port_show, port_state, rss_kib, straitd_fds,
                 have_testpmd, wait_state)
 
@@ -178,13 +179,7 @@ class Env:
         self.networks = []
 
     def network(self, type_="local", physnet=None, seg=None):
-        nid = unique("vnet")
-        params = {"id": nid, "type": type_}
-        if physnet:
-            params["physnet"] = physnet
-        if seg is not None:
-            params["segmentation_id"] = seg
-        self.sw.call("network.create", params)
+        nid = create_network(self.sw, "vnet", type_, physnet, seg)
         self.networks.append(nid)
         return nid
 
