@@ -184,6 +184,9 @@ api_socket = "$STRAIT_DIR/api.sock"
 
 [datapath]
 workers = [$SW_CPU]
+
+[libvirt]
+enabled = false
 EOF
     taskset -c $GEN_CPU "$STRAITD" --config "$STRAIT_DIR/straitd.toml" -- \
         -l "$GEN_CPU,$SW_CPU" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \

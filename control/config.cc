@@ -93,6 +93,12 @@ class Reader {
     return i->get();
   }
 
+  Result<bool> boolean(const toml::node& n, const std::string& path) const {
+    auto b = n.as_boolean();
+    if (!b) return error(path, "expected true or false, got " + describe(n));
+    return b->get();
+  }
+
   const toml::table* table(const toml::node& n, const std::string& path, Error* err) const {
     if (auto t = n.as_table()) return t;
     *err = error(path, "expected a table, got " + describe(n));
@@ -104,7 +110,7 @@ class Reader {
 };
 
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
-  if (auto s = r.known_keys(doc, "", {"state_dir", "api_socket", "datapath", "physnets"}); !s) {
+  if (auto s = r.known_keys(doc, "", {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost"}); !s) {
     return s;
   }
   if (auto n = doc.get("state_dir")) {
@@ -216,6 +222,74 @@ Status read_physnets(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+Status read_libvirt(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "libvirt", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "libvirt", {"enabled", "uri"}); !s) return s;
+  if (auto n = t->get("enabled")) {
+    auto v = r.boolean(*n, "libvirt.enabled");
+    if (!v) return v.error();
+    c.libvirt_enabled = *v;
+  }
+  if (auto n = t->get("uri")) {
+    auto s = r.string(*n, "libvirt.uri");
+    if (!s) return s.error();
+    if (s->find("://") == std::string::npos)
+      return r.error("libvirt.uri", "\"" + *s + "\" is not a libvirt URI (driver:///path)");
+    c.libvirt_uri = *s;
+  }
+  return ok();
+}
+
+Status read_vhost(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "vhost", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "vhost", {"socket_dir", "socket_owner", "socket_group", "socket_mode"});
+      !s) {
+    return s;
+  }
+  if (auto n = t->get("socket_dir")) {
+    auto s = r.string(*n, "vhost.socket_dir");
+    if (!s) return s.error();
+    if ((*s)[0] != '/') return r.error("vhost.socket_dir", "\"" + *s + "\" is not an absolute path");
+    c.vhost_socket_dir = *s;
+  }
+  for (auto [key, dst] : {std::pair{"socket_owner", &c.vhost_socket_owner},
+                          std::pair{"socket_group", &c.vhost_socket_group}}) {
+    auto n = t->get(key);
+    if (!n) continue;
+    const std::string path = std::string("vhost.") + key;
+    if (n->is_integer()) {
+      auto v = r.integer(*n, path, 0, 4294967294);
+      if (!v) return v.error();
+      *dst = std::to_string(*v);
+    } else {
+      auto s = r.string(*n, path);
+      if (!s) return s.error();
+      *dst = *s;
+    }
+  }
+  if (auto n = t->get("socket_mode")) {
+    // "0660" (octal text, as chmod takes it) or an integer such as 0o660.
+    int64_t mode = -1;
+    if (auto s = n->as_string()) {
+      const std::string& v = s->get();
+      if (!v.empty() && v.size() <= 4 && v.find_first_not_of("01234567") == std::string::npos)
+        mode = std::stol(v, nullptr, 8);
+    } else if (auto i = n->as_integer()) {
+      mode = i->get();
+    }
+    if (mode < 0 || mode > 0777)
+      return r.error("vhost.socket_mode", "expected permission bits such as \"0660\" (0..0777)");
+    if ((mode & 0600) != 0600)
+      return r.error("vhost.socket_mode", "must give the owner read and write (0600)");
+    c.vhost_socket_mode = static_cast<uint32_t>(mode);
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<Config> parse_config(std::string_view toml_text, const std::string& origin) {
@@ -244,6 +318,12 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("physnets")) {
     if (auto s = read_physnets(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("libvirt")) {
+    if (auto s = read_libvirt(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("vhost")) {
+    if (auto s = read_vhost(r, *n, c); !s) return s.error();
   }
   return c;
 }

@@ -19,6 +19,16 @@ struct Config {
   uint32_t idle_sleep_us = 0;                   // 0: busy-poll
   uint32_t mac_aging_s = 300;                   // learned physnet MACs expire after this idle time
   std::map<std::string, std::string> physnets;  // name -> device devargs
+  // [libvirt]: the instance lifecycle follows this connection's domain events.
+  bool libvirt_enabled = true;
+  std::string libvirt_uri = "qemu:///system";
+  // [vhost]: server-mode sockets (the switch creates them). A relative
+  // socket path in a binding is resolved in socket_dir; each socket gets
+  // socket_mode and, when set, socket_owner / socket_group (name or number).
+  std::string vhost_socket_dir = "/run/strait/vhost";
+  std::string vhost_socket_owner;
+  std::string vhost_socket_group;
+  uint32_t vhost_socket_mode = 0660;
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

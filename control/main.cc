@@ -1,6 +1,7 @@
 // straitd: the switch. `straitd [--config FILE] [-- EAL args]`.
 // The main lcore runs the control thread; the configured worker lcores poll.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -149,6 +150,13 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   // A peer closing a socket (API client, vhost-user peer) must never kill us.
   signal(SIGPIPE, SIG_IGN);
+  // Every vhost-user port holds a socket (and its guest's memory fds): a
+  // thousand ports outgrow the default soft limit of 1024 descriptors.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   std::vector<std::string> args = eal_args(argv[0], cfg, eal);
   std::vector<char*> cargs;

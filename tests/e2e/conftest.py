@@ -61,7 +61,10 @@ def wait_for(cond, timeout=5.0, interval=0.02, what="condition"):
 # ---- straitd ---------------------------------------------------------------
 
 
-def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extra="") -> str:
+def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extra="",
+                libvirt_uri=None) -> str:
+    """straitd's config for a test. libvirt_uri None: no libvirt watcher (the
+    host's libvirtd, if any, is not the test's business)."""
     lines = [
         f'state_dir = "{tmp / "state"}"',
         f'api_socket = "{tmp / "api.sock"}"',
@@ -72,6 +75,11 @@ def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extr
     ]
     for name, dev in physnets.items():
         lines += [f"[physnets.{name}]", f'device = "{dev}"']
+    if libvirt_uri is None:
+        lines += ["[libvirt]", "enabled = false"]
+    else:
+        lines += ["[libvirt]", "enabled = true", f'uri = "{libvirt_uri}"']
+    lines += ["[vhost]", f'socket_dir = "{tmp / "vhost"}"']
     return "\n".join(lines) + "\n"
 
 
