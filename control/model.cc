@@ -112,7 +112,11 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
-std::string json_quoted(const std::string& s) { return json(s).dump(); }
+// Quoted for a message; bytes that are not UTF-8 become U+FFFD instead of
+// throwing (input reaches here from API clients and libvirt XML).
+std::string json_quoted(const std::string& s) {
+  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 // ---- parse_network parts -------------------------------------------------
 

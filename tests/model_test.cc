@@ -482,6 +482,16 @@ TEST(ModelHelpers, MacRoundTrip) {
   EXPECT_FALSE(parse_mac("de:ad:be:ef:00:1").ok());
 }
 
+// Bytes that are not UTF-8 (from a client or a domain XML) are a refusal
+// with a printable message, never an exception.
+TEST(ModelHelpers, NonUtf8InputIsRefusedNotThrown) {
+  auto m = parse_mac("de:ad:be:ef:00:\xff");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("is not a MAC address"), std::string::npos);
+  auto n = parse_network({{"id", "n1"}, {"type", std::string("vl\xc3" "an")}});
+  ASSERT_FALSE(n.ok());
+}
+
 TEST(ModelHelpers, IpRoundTrip) {
   auto v4 = parse_ip("192.0.2.1");
   ASSERT_TRUE(v4.ok());
