@@ -9,6 +9,14 @@
 
 namespace strait::ctl {
 
+namespace {
+
+uint64_t pack(uint32_t generation, int fd) {
+  return (uint64_t{generation} << 32) | static_cast<uint32_t>(fd);
+}
+
+}  // namespace
+
 EventLoop::EventLoop() : epfd_(epoll_create1(EPOLL_CLOEXEC)) {
   if (epfd_ < 0) throw std::runtime_error("epoll_create1 failed");
 }
@@ -16,17 +24,24 @@ EventLoop::EventLoop() : epfd_(epoll_create1(EPOLL_CLOEXEC)) {
 EventLoop::~EventLoop() { close(epfd_); }
 
 void EventLoop::add(int fd, unsigned events, Handler h) {
+  // A fresh generation even when replacing: events fetched for the old
+  // registration must not reach the new handler.
+  const uint32_t generation = next_generation_++;
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
-  epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
-  handlers_[fd] = std::move(h);
+  ev.data.u64 = pack(generation, fd);
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0 && errno == EEXIST) {
+    epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
+  }
+  handlers_[fd] = Entry{generation, std::make_shared<Handler>(std::move(h))};
 }
 
 void EventLoop::modify(int fd, unsigned events) {
+  auto it = handlers_.find(fd);
+  if (it == handlers_.end()) return;
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = pack(it->second.generation, fd);
   epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
 }
 
@@ -39,10 +54,13 @@ void EventLoop::run_once(int timeout_ms) {
   epoll_event evs[32];
   int n = epoll_wait(epfd_, evs, 32, timeout_ms);
   for (int i = 0; i < n; i++) {
-    auto it = handlers_.find(evs[i].data.fd);
-    if (it == handlers_.end()) continue;  // removed by an earlier handler
-    Handler h = it->second;               // the handler may remove itself
-    h(evs[i].events);
+    const int fd = static_cast<int>(static_cast<uint32_t>(evs[i].data.u64));
+    const auto generation = static_cast<uint32_t>(evs[i].data.u64 >> 32);
+    auto it = handlers_.find(fd);
+    // Removed (or removed and re-added) by an earlier handler of this batch.
+    if (it == handlers_.end() || it->second.generation != generation) continue;
+    std::shared_ptr<Handler> h = it->second.handler;  // the handler may remove itself
+    (*h)(evs[i].events);
   }
 }
 

@@ -2,8 +2,10 @@
 // The control thread's loop: epoll over its file descriptors (API socket,
 // clients, signals) plus a tick for work that polls (grace periods,
 // learned MACs). Single-threaded; callbacks run on the control thread.
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 
 namespace strait::ctl {
 
@@ -15,15 +17,26 @@ class EventLoop {
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
+  // Adding an fd that is already watched replaces its events and handler.
   void add(int fd, unsigned events, Handler h);
   void modify(int fd, unsigned events);
+  // Safe from any handler, its own included: events already fetched for a
+  // removed fd are dropped, even if the number is reused by an add() before
+  // they would have been dispatched.
   void remove(int fd);
   // Waits up to timeout_ms for events and dispatches them.
   void run_once(int timeout_ms);
 
  private:
+  struct Entry {
+    // epoll_event.data carries (generation, fd).
+    uint32_t generation;
+    // Shared: a running handler survives its own removal.
+    std::shared_ptr<Handler> handler;
+  };
   int epfd_;
-  std::map<int, Handler> handlers_;
+  uint32_t next_generation_ = 1;
+  std::map<int, Entry> handlers_;
 };
 
 }  // namespace strait::ctl
