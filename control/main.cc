@@ -19,7 +19,9 @@
 #include "control/api_server.h"
 #include "control/config.h"
 #include "control/event_loop.h"
+#include "control/libvirt_watcher.h"
 #include "control/switch.h"
+#include "vhost/vhost_port.h"
 
 namespace {
 
@@ -72,12 +74,35 @@ int run(const Config& cfg) {
       stop = true;
     }
   });
+  // A vhost device coming or going wakes the loop at once.
+  const int vhost_fd = strait::vhost::Backend::instance().notify_fd();
+  loop.add(vhost_fd, 0x001 /* EPOLLIN */, [vhost_fd](unsigned) {
+    uint64_t n;
+    (void)!read(vhost_fd, &n, sizeof(n));
+  });
   (*sw)->start_workers();
+  // The instance lifecycle: libvirt runs on this loop; its listing
+  // reconciles the restored state once workers forward (F2, F3).
+  std::unique_ptr<strait::ctl::LibvirtWatcher> watcher;
+  if (cfg.libvirt_enabled) {
+    strait::ctl::Switch* s = sw->get();
+    watcher = std::make_unique<strait::ctl::LibvirtWatcher>(
+        loop, cfg.libvirt_uri,
+        strait::ctl::LibvirtWatcher::Callbacks{
+            [s](const strait::ctl::DomainEvent& ev) { s->on_domain_event(ev); },
+            [s](const std::vector<strait::ctl::DomainState>& d) { s->on_domain_listing(d); }});
+    s->set_watcher(watcher.get());
+    watcher->start();
+  }
   spdlog::info("straitd {} ready: {} worker(s), API on {}", STRAIT_VERSION,
                cfg.worker_lcores.size(), cfg.api_socket);
   while (!stop) {
     loop.run_once((*sw)->busy() ? 1 : 10);
     (*sw)->poll();
+  }
+  if (watcher) {
+    (*sw)->set_watcher(nullptr);
+    watcher.reset();
   }
   (*sw)->stop_workers();
   api->reset();  // no more requests; removes the socket

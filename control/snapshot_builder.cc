@@ -10,6 +10,9 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
   e.ethdev = p.ethdev;
   e.vid = p.vid;
   for (uint16_t w = 0; w < n_workers; w++) e.txq[w] = tx_queue_for(w, n_workers, p.n_txq);
+  // A port that is down is not polled: its device may be on its way out
+  // (a guest stopped, an interface detached) once this snapshot is live.
+  if (!p.live) return;
   for (uint16_t q = 0; q < p.rxq_worker.size(); q++)
     s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
 }

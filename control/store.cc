@@ -80,6 +80,21 @@ Status Store::delete_network(const std::string& id) {
   return exec("DELETE FROM networks WHERE id = ?", {id});
 }
 
+Status Store::put_ports(const std::vector<std::pair<PortSpec, uint16_t>>& ports) {
+  if (Status st = exec("BEGIN IMMEDIATE", {}); !st) return st;
+  for (const auto& [p, lvlan] : ports) {
+    if (Status st = put_port(p, lvlan); !st) {
+      (void)exec("ROLLBACK", {});
+      return st;
+    }
+  }
+  if (Status st = exec("COMMIT", {}); !st) {
+    (void)exec("ROLLBACK", {});
+    return st;
+  }
+  return ok();
+}
+
 Status Store::put_port(const PortSpec& p, uint16_t local_vlan) {
   return exec("INSERT OR REPLACE INTO ports VALUES (?, ?, ?)",
               {p.id, to_json(p).dump(), std::to_string(local_vlan)});

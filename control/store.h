@@ -28,6 +28,8 @@ class Store {
   Status put_network(const NetworkSpec& n);
   Status delete_network(const std::string& id);
   Status put_port(const PortSpec& p, uint16_t local_vlan);
+  // Several bindings in one transaction: all of them are saved or none.
+  Status put_ports(const std::vector<std::pair<PortSpec, uint16_t>>& ports);
   Status delete_port(const std::string& id);
 
   struct Saved {

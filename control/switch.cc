@@ -64,6 +64,7 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
         w, cfg.worker_lcores[w], &sw->shared_, cfg.flow_cache_entries, cfg.idle_sleep_us));
   sw->rxq_load_.assign(n_workers, 0);
   vhost::set_control_thread();
+  vhost::Backend::instance().notify_fd();
   sw->start_tsc_ = rte_rdtsc();
   auto store = Store::open(cfg.state_dir);
   if (!store) return store.error();
@@ -71,6 +72,8 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   if (Status st = sw->open_physnets(); !st) return st.error();
   if (Status st = sw->restore(); !st) return st.error();
   sw->republish();  // one snapshot with everything, before any worker runs
+  // Leftovers of ports that no longer exist go once the new state is live (F3).
+  sw->publisher_.after_grace([s = sw.get()] { s->clean_socket_dir(); });
   return sw;
 }
 
@@ -110,7 +113,9 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
     std::string err;
     const auto mode = spec.attach.mode == Attachment::Mode::kServer ? vhost::Mode::kServer
                                                                      : vhost::Mode::kClient;
-    if (vhost::Backend::instance().add_socket(spec.attach.path, mode, &err) < 0)
+    const vhost::SocketOptions opts{cfg_.vhost_socket_dir, cfg_.vhost_socket_mode,
+                                    cfg_.vhost_socket_owner, cfg_.vhost_socket_group};
+    if (vhost::Backend::instance().add_socket(spec.attach.path, mode, opts, &err) < 0)
       return Error{"device_error", err};
     rt.dp = DpPort{idx, 0, {}, 1, false, dp::PortKind::kVhost, -1};
     rt.vhost_path = spec.attach.path;
@@ -244,6 +249,10 @@ void Switch::drain_vhost_events() {
         spdlog::warn("vhost {}: device {} on a socket no port is bound to", ev.path, ev.vid);
         continue;
       }
+      if (!p->has_device) {  // its socket is being removed: the device goes with it
+        spdlog::info("port {}: vhost device {} on a socket being detached, ignored", id, ev.vid);
+        continue;
+      }
       if (p->dp.vid >= 0) {  // a stale device we never saw go: replace it
         for (uint16_t w : p->dp.rxq_worker) rxq_load_[w]--;
       }
@@ -262,6 +271,7 @@ void Switch::drain_vhost_events() {
         vhost::Backend::instance().complete(ev.vid);
         continue;
       }
+      const bool was_live = p->dp.live;  // not after a STOPPED took it down
       for (uint16_t w : p->dp.rxq_worker) rxq_load_[w]--;
       p->dp.rxq_worker.clear();
       p->dp.vid = -1;
@@ -270,9 +280,9 @@ void Switch::drain_vhost_events() {
       spdlog::info("port {}: vhost device {} gone", id, ev.vid);
       republish();
       const int vid = ev.vid;
-      publisher_.after_grace([this, vid, id] {
+      publisher_.after_grace([this, vid, id, was_live] {
         vhost::Backend::instance().complete(vid);
-        emit("port-down", id);
+        if (was_live) emit("port-down", id);
       });
     }
   }

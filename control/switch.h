@@ -16,6 +16,7 @@
 
 #include "control/config.h"
 #include "control/ethdev.h"
+#include "control/libvirt_watcher.h"
 #include "control/model.h"
 #include "control/publisher.h"
 #include "control/snapshot_builder.h"
@@ -56,6 +57,15 @@ class Switch {
   uint64_t subscribe(Subscriber s);
   void unsubscribe(uint64_t token);
 
+  // The instance lifecycle (switch_lifecycle.cc), from LibvirtWatcher or
+  // any other source of the same events. Never blocks.
+  void on_domain_event(const DomainEvent& ev);
+  // A listing of every domain after (re)connecting to libvirt: reconciles
+  // like nova-compute's init_host (F2, F3).
+  void on_domain_listing(const std::vector<DomainState>& domains);
+  // Where `show` reads the watcher's status from (may stay unset).
+  void set_watcher(const LibvirtWatcher* w) { watcher_ = w; }
+
  private:
   struct PortRuntime {
     DpPort dp;
@@ -64,6 +74,9 @@ class Switch {
     std::string vhost_path;      // kVhost attachments
     bool has_device = false;     // an ethdev was opened / a socket registered
     bool announced = false;      // port-up went out: live in every worker
+    // The instance this port is an interface of, as libvirt last told.
+    std::string domain_uuid, domain_name, domain_alias;
+    const char* domain_state = nullptr;  // running, paused, stopped, undefined; null: none seen
   };
   struct Uplink {
     DpPort dp;
@@ -89,6 +102,7 @@ class Switch {
   void network_create(const nlohmann::json& params, Done done);
   void network_delete(const nlohmann::json& params, Done done);
   void port_bind(const nlohmann::json& params, Done done);
+  Status bind_all(const std::vector<PortSpec>& specs, bool bulk);
   void port_unbind(const nlohmann::json& params, Done done);
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;
@@ -105,6 +119,22 @@ class Switch {
   void drain_vhost_events();
   PortRuntime* port_by_vhost(const std::string& path, int vid, std::string* id);
   void emit(const char* event, const std::string& port_id);
+  // Stops the port forwarding (its device, if any, stays registered); port-down
+  // goes out once no worker forwards for it. Nothing when it is not live.
+  void take_down(const std::string& id, PortRuntime& p);
+  // Lifecycle helpers (switch_lifecycle.cc).
+  struct Mapped {
+    std::string id;
+    std::string alias;
+  };
+  std::vector<Mapped> map_interfaces(const std::string& xml, const char* context);
+  void replug(const std::string& id, PortRuntime& p);
+  void unplug(const std::string& id, PortRuntime& p);
+  void count_skip(const std::string& reason) { lifecycle_skips_[reason]++; }
+  // Server-mode sockets in the socket directory that no bound port owns and
+  // nothing listens on (left by a crash or by ports unbound meanwhile).
+  void clean_socket_dir();
+  nlohmann::json lifecycle_json() const;
   // Once the snapshot published now is live everywhere: announce the port
   // (port-up, vif-plugged) if it is still bound and its device still there.
   void announce_up_when_live(const std::string& id);
@@ -128,6 +158,9 @@ class Switch {
   uint64_t next_subscriber_ = 1;
   uint64_t start_tsc_ = 0;
   uint32_t last_age_sec_ = 0;
+  const LibvirtWatcher* watcher_ = nullptr;
+  std::map<std::string, uint64_t> lifecycle_events_;  // by kind
+  std::map<std::string, uint64_t> lifecycle_skips_;   // by reason
 };
 
 }  // namespace strait::ctl

@@ -21,6 +21,25 @@ Result<std::string> id_param(const json& params) {
   return params["id"].get<std::string>();
 }
 
+// A server-mode vhost socket named by a bare file name ("vhu1234.sock")
+// lives in [vhost] socket_dir: the binding stores (and validates) the
+// absolute path. Anything else is left for parse_port to judge.
+json resolve_vhost_socket(const json& params, const std::string& socket_dir) {
+  if (!params.is_object() || !params.contains("attach")) return params;
+  const json& a = params["attach"];
+  if (!a.is_object() || a.value("type", json()) != "vhost" || a.value("mode", json()) != "server")
+    return params;
+  const json path = a.value("path", json());
+  if (!path.is_string()) return params;
+  const std::string name = path.get<std::string>();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    return params;
+  json resolved = params;
+  const bool slash = !socket_dir.empty() && socket_dir.back() == '/';
+  resolved["attach"]["path"] = socket_dir + (slash ? "" : "/") + name;
+  return resolved;
+}
+
 json drops_json(const std::vector<uint64_t>& v, size_t first) {
   json d = json::object();
   for (unsigned r = 1; r < dp::kNumDropReasons; r++)
@@ -82,41 +101,92 @@ void Switch::network_delete(const json& params, Done done) {
   done(ok_reply(json::object()));
 }
 
+// One port ({"id": ..}) or many ({"ports": [..]}): either way all of them
+// are bound or none is, with one transaction and one snapshot (F5).
 void Switch::port_bind(const json& params, Done done) {
-  auto spec = parse_port(params);
-  if (!spec) return done(error_reply(spec.error()));
-  if (Status st = model_.check_add_port(*spec); !st) return done(error_reply(st.error()));
-  auto idx = alloc_dp();
-  if (!idx) return done(error_reply(exhausted("no free datapath port index")));
-  auto rt = attach(*spec, *idx);
-  if (!rt) {
-    free_dp(*idx);
-    return done(error_reply(rt.error()));
+  const bool bulk = params.is_object() && params.contains("ports");
+  std::vector<PortSpec> specs;
+  if (bulk) {
+    const json& list = params["ports"];
+    if (!list.is_array() || list.empty())
+      return done(error_reply(invalid("ports: expected a non-empty list of ports")));
+    for (size_t i = 0; i < list.size(); i++) {
+      auto spec = parse_port(resolve_vhost_socket(list[i], cfg_.vhost_socket_dir));
+      if (!spec) {
+        const Error& e = spec.error();
+        return done(error_reply({e.code, "ports[" + std::to_string(i) + "]: " + e.message}));
+      }
+      specs.push_back(std::move(*spec));
+    }
+  } else {
+    auto spec = parse_port(resolve_vhost_socket(params, cfg_.vhost_socket_dir));
+    if (!spec) return done(error_reply(spec.error()));
+    specs.push_back(std::move(*spec));
   }
-  // Model, then disk, then datapath: a change that cannot be made durable
-  // is undone and refused before any worker sees it.
-  Status st = model_.add_port(*spec);
-  if (st) {
-    st = store_->put_port(*spec, model_.local_vlan(spec->network));
-    if (!st) (void)model_.remove_port(spec->id);
-  }
-  if (!st) {
-    for (uint16_t w : rt->dp.rxq_worker) rxq_load_[w]--;
-    detach(*rt);
-    free_dp(*idx);
-    return done(error_reply(st.error()));
-  }
-  const bool live = rt->dp.live;
-  ports_.emplace(spec->id, std::move(*rt));
-  republish();
-  if (live) announce_up_when_live(spec->id);
-  // Rendered when the answer goes out: by then the port is live (and "up"
-  // if its device is), unless another client unbound it meanwhile.
-  publisher_.after_grace([this, id = spec->id, done = std::move(done),
-                          bound = port_json(*model_.port(spec->id))]() {
-    const PortSpec* p = model_.port(id);
-    done(ok_reply(p ? port_json(*p) : bound));
+  if (Status st = bind_all(specs, bulk); !st) return done(error_reply(st.error()));
+  // Rendered when the answer goes out: by then the ports are live (and "up"
+  // if their device is), unless another client unbound one meanwhile.
+  std::vector<std::pair<std::string, json>> bound;
+  for (const PortSpec& s : specs) bound.emplace_back(s.id, port_json(*model_.port(s.id)));
+  publisher_.after_grace([this, bulk, bound = std::move(bound), done = std::move(done)]() {
+    json out = json::array();
+    for (const auto& [id, at_bind] : bound) {
+      const PortSpec* p = model_.port(id);
+      out.push_back(p ? port_json(*p) : at_bind);
+    }
+    done(ok_reply(bulk ? json{{"ports", out}} : out[0]));
   });
+}
+
+Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
+  auto where = [bulk](size_t i, const Error& e) -> Error {
+    return bulk ? Error{e.code, "ports[" + std::to_string(i) + "]: " + e.message} : e;
+  };
+  // Model, then devices, then disk, then datapath: what cannot be made
+  // durable is undone, in reverse, before any worker sees it.
+  std::vector<PortRuntime> made;
+  size_t in_model = 0;
+  auto undo = [&] {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
+      for (uint16_t w : it->dp.rxq_worker) rxq_load_[w]--;
+      detach(*it);
+      free_dp(it->dp.dp);
+    }
+    while (in_model > 0) (void)model_.remove_port(specs[--in_model].id);
+  };
+  for (; in_model < specs.size(); in_model++) {
+    if (Status st = model_.add_port(specs[in_model]); !st) {
+      Error e = where(in_model, st.error());
+      undo();
+      return e;
+    }
+  }
+  for (size_t i = 0; i < specs.size(); i++) {
+    auto idx = alloc_dp();
+    if (!idx) {
+      undo();
+      return where(i, exhausted("no free datapath port index"));
+    }
+    auto rt = attach(specs[i], *idx);
+    if (!rt) {
+      free_dp(*idx);
+      Error e = where(i, rt.error());
+      undo();
+      return e;
+    }
+    made.push_back(std::move(*rt));
+  }
+  std::vector<std::pair<PortSpec, uint16_t>> rows;
+  for (const PortSpec& s : specs) rows.emplace_back(s, model_.local_vlan(s.network));
+  if (Status st = store_->put_ports(rows); !st) {
+    undo();
+    return st.error();
+  }
+  for (size_t i = 0; i < specs.size(); i++) ports_.emplace(specs[i].id, std::move(made[i]));
+  republish();
+  for (const PortSpec& s : specs)
+    if (ports_.at(s.id).dp.live) announce_up_when_live(s.id);
+  return ok();
 }
 
 void Switch::port_unbind(const json& params, Done done) {
@@ -170,7 +240,13 @@ json Switch::port_json(const PortSpec& p) const {
                       it->second.dp.kind == dp::PortKind::kEthdev;
   j["ethdev"] = ethdev ? json(it->second.dev.port_id) : json(nullptr);
   if (it != ports_.end() && it->second.dp.kind == dp::PortKind::kVhost) {
-    j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()}};
+    j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()},
+                  {"attached", it->second.has_device}};
+  }
+  j["domain"] = nullptr;
+  if (it != ports_.end() && it->second.domain_state) {
+    const PortRuntime& r = it->second;
+    j["domain"] = {{"uuid", r.domain_uuid}, {"name", r.domain_name}, {"state", r.domain_state}};
   }
   return j;
 }
@@ -193,7 +269,7 @@ json Switch::show() const {
   for (const auto& [id, p] : model_.ports()) ports.push_back(port_json(p));
   return {{"version", STRAIT_VERSION}, {"generation", publisher_.generation()},
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
-          {"learned_macs", learned_.size()}};
+          {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()}};
 }
 
 json Switch::stats() const {

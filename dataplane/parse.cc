@@ -37,11 +37,14 @@ constexpr uint8_t kIpv6DestOpts = 60;
 // The bytes still to parse: [ofs, end) of the buffer that starts at `base`.
 // Offsets stay relative to the outer buffer, also inside a VXLAN payload.
 // `end` shrinks to the IP packet's own end, so Ethernet padding is never
-// taken for a header.
+// taken for a header. Headers are read only below `contiguous` (the first
+// mbuf segment): in a chained frame `end` lies beyond it, in payload that is
+// never read.
 struct Cursor {
   const uint8_t* base;
   uint32_t ofs;
   uint32_t end;
+  uint32_t contiguous;
 
   uint32_t left() const noexcept { return end - ofs; }
   // The one bounds check (OVS data_try_pull): consumes n bytes, or nothing
@@ -55,6 +58,7 @@ struct Cursor {
   template <typename Hdr>
   bool pull(Hdr* h) noexcept {
     const uint8_t* p = base + ofs;
+    if (ofs > contiguous || contiguous - ofs < sizeof(Hdr)) return false;
     if (!skip(sizeof(Hdr))) return false;
     std::memcpy(h, p, sizeof(Hdr));
     return true;
@@ -298,12 +302,17 @@ DropReason parse_vxlan(Cursor& c, FlowKey* key, PacketMeta* meta) noexcept {
 
 DropReason parse_frame(const uint8_t* data, uint32_t len, uint16_t in_port,
                        const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept {
+  return parse_frame(data, len, len, in_port, opts, key, meta);
+}
+
+DropReason parse_frame(const uint8_t* data, uint32_t len, uint32_t frame_len, uint16_t in_port,
+                       const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept {
   // Zeroed first and whole: the flow cache hashes and compares raw bytes,
   // padding included.
   std::memset(key, 0, sizeof(*key));
   key->in_port = in_port;
   *meta = PacketMeta{};
-  Cursor c{data, 0, len};
+  Cursor c{data, 0, frame_len < len ? len : frame_len, len};
   DropReason r = parse_l2_up(c, key, meta);
   if (r != DropReason::kNone || !is_vxlan(*key, opts)) return r;
   return parse_vxlan(c, key, meta);

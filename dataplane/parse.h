@@ -21,5 +21,10 @@ struct ParseOptions {
 // the key describes the inner frame and tun_* the outer headers.
 DropReason parse_frame(const uint8_t* data, uint32_t len, uint16_t in_port,
                        const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept;
+// The same for a chained mbuf: `len` contiguous bytes of a `frame_len`-byte
+// frame. Headers must lie in the first `len` bytes (else the frame is
+// dropped as truncated); IP and TCP lengths are checked against frame_len.
+DropReason parse_frame(const uint8_t* data, uint32_t len, uint32_t frame_len, uint16_t in_port,
+                       const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept;
 
 }  // namespace strait::dp

@@ -99,8 +99,10 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
     rte_mbuf* m = pkts[i];
     bytes += rte_pktmbuf_pkt_len(m);
+    // Headers from the first segment; lengths against the whole (chained:
+    // a jumbo frame in 2 KB mbufs).
     DropReason r = parse_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m),
-                               in_idx, opts, &keys[i], &meta[i]);
+                               rte_pktmbuf_pkt_len(m), in_idx, opts, &keys[i], &meta[i]);
     ok[i] = r == DropReason::kNone;
     if (!ok[i]) {
       drop(m, in_idx, r);

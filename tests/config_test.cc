@@ -220,5 +220,134 @@ TEST(Config, PhysnetsMayNotShareADevice) {
             "of physnets.a");
 }
 
+// ---- [libvirt] -------------------------------------------------------------
+
+TEST(Config, LibvirtDefaults) {
+  auto r = parse("");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->libvirt_enabled);
+  EXPECT_EQ(r->libvirt_uri, "qemu:///system");
+  r = parse("[libvirt]\n");  // an empty table changes nothing
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->libvirt_enabled);
+  EXPECT_EQ(r->libvirt_uri, "qemu:///system");
+}
+
+TEST(Config, LibvirtKeys) {
+  auto r = parse("[libvirt]\nenabled = false\nuri = \"test:///default\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->libvirt_enabled);
+  EXPECT_EQ(r->libvirt_uri, "test:///default");
+  r = parse("[libvirt]\nuri = \"qemu+ssh://root@host/system\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->libvirt_enabled);
+  EXPECT_EQ(r->libvirt_uri, "qemu+ssh://root@host/system");
+}
+
+TEST(Config, LibvirtErrors) {
+  EXPECT_EQ(refusal("libvirt = 1\n"),
+            "config /etc/strait.toml: libvirt: expected a table, got integer 1");
+  EXPECT_EQ(refusal("[libvirt]\nenable = true\n"),
+            "config /etc/strait.toml: libvirt.enable: unknown key (expected enabled, uri)");
+  EXPECT_EQ(refusal("[libvirt]\nenabled = \"yes\"\n"),
+            "config /etc/strait.toml: libvirt.enabled: expected true or false, got \"yes\"");
+  EXPECT_EQ(refusal("[libvirt]\nenabled = 1\n"),
+            "config /etc/strait.toml: libvirt.enabled: expected true or false, got integer 1");
+  EXPECT_EQ(refusal("[libvirt]\nuri = 5\n"),
+            "config /etc/strait.toml: libvirt.uri: expected a string, got integer 5");
+  EXPECT_EQ(refusal("[libvirt]\nuri = \"\"\n"), "config /etc/strait.toml: libvirt.uri: is empty");
+  EXPECT_EQ(refusal("[libvirt]\nuri = \"qemu\"\n"),
+            "config /etc/strait.toml: libvirt.uri: \"qemu\" is not a libvirt URI "
+            "(driver:///path)");
+}
+
+// ---- [vhost] ---------------------------------------------------------------
+
+TEST(Config, VhostDefaults) {
+  auto r = parse("");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->vhost_socket_dir, "/run/strait/vhost");
+  EXPECT_EQ(r->vhost_socket_owner, "");
+  EXPECT_EQ(r->vhost_socket_group, "");
+  EXPECT_EQ(r->vhost_socket_mode, 0660u);
+  r = parse("[vhost]\nsocket_group = \"kvm\"\n");  // one key: the others keep their defaults
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->vhost_socket_dir, "/run/strait/vhost");
+  EXPECT_EQ(r->vhost_socket_group, "kvm");
+  EXPECT_EQ(r->vhost_socket_mode, 0660u);
+}
+
+TEST(Config, VhostKeys) {
+  auto r = parse(
+      "[vhost]\nsocket_dir = \"/var/run/vhost\"\nsocket_owner = \"libvirt-qemu\"\n"
+      "socket_group = \"kvm\"\nsocket_mode = \"0640\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->vhost_socket_dir, "/var/run/vhost");
+  EXPECT_EQ(r->vhost_socket_owner, "libvirt-qemu");
+  EXPECT_EQ(r->vhost_socket_group, "kvm");
+  EXPECT_EQ(r->vhost_socket_mode, 0640u);
+}
+
+TEST(Config, VhostOwnerAndGroupMayBeNumbers) {
+  auto r = parse("[vhost]\nsocket_owner = 64055\nsocket_group = 0\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->vhost_socket_owner, "64055");
+  EXPECT_EQ(r->vhost_socket_group, "0");
+  r = parse("[vhost]\nsocket_owner = 4294967294\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->vhost_socket_owner, "4294967294");
+}
+
+TEST(Config, VhostModeAsOctalTextOrInteger) {
+  EXPECT_EQ(parse("[vhost]\nsocket_mode = \"660\"\n")->vhost_socket_mode, 0660u);
+  EXPECT_EQ(parse("[vhost]\nsocket_mode = \"0600\"\n")->vhost_socket_mode, 0600u);
+  EXPECT_EQ(parse("[vhost]\nsocket_mode = 0o666\n")->vhost_socket_mode, 0666u);
+  EXPECT_EQ(parse("[vhost]\nsocket_mode = 0o777\n")->vhost_socket_mode, 0777u);
+}
+
+TEST(Config, VhostErrors) {
+  EXPECT_EQ(refusal("vhost = \"x\"\n"),
+            "config /etc/strait.toml: vhost: expected a table, got \"x\"");
+  EXPECT_EQ(refusal("[vhost]\nsocket_path = \"/x\"\n"),
+            "config /etc/strait.toml: vhost.socket_path: unknown key (expected socket_dir, "
+            "socket_owner, socket_group, socket_mode)");
+  EXPECT_EQ(refusal("[vhost]\nsocket_dir = \"run/vhost\"\n"),
+            "config /etc/strait.toml: vhost.socket_dir: \"run/vhost\" is not an absolute path");
+  EXPECT_EQ(refusal("[vhost]\nsocket_dir = \"\"\n"),
+            "config /etc/strait.toml: vhost.socket_dir: is empty");
+  EXPECT_EQ(refusal("[vhost]\nsocket_dir = 1\n"),
+            "config /etc/strait.toml: vhost.socket_dir: expected a string, got integer 1");
+}
+
+TEST(Config, VhostOwnerAndGroupErrors) {
+  EXPECT_EQ(refusal("[vhost]\nsocket_owner = -1\n"),
+            "config /etc/strait.toml: vhost.socket_owner: -1 is outside 0..4294967294");
+  EXPECT_EQ(refusal("[vhost]\nsocket_group = 4294967295\n"),
+            "config /etc/strait.toml: vhost.socket_group: 4294967295 is outside 0..4294967294");
+  EXPECT_EQ(refusal("[vhost]\nsocket_owner = \"\"\n"),
+            "config /etc/strait.toml: vhost.socket_owner: is empty");
+  EXPECT_EQ(refusal("[vhost]\nsocket_group = true\n"),
+            "config /etc/strait.toml: vhost.socket_group: expected a string, got true");
+  EXPECT_EQ(refusal("[vhost]\nsocket_owner = 1.5\n"),
+            "config /etc/strait.toml: vhost.socket_owner: expected a string, got float 1.5");
+}
+
+TEST(Config, VhostModeErrors) {
+  const std::string bits =
+      "config /etc/strait.toml: vhost.socket_mode: expected permission bits such as \"0660\" "
+      "(0..0777)";
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = \"0999\"\n"), bits);
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = \"rw-rw----\"\n"), bits);
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = \"\"\n"), bits);
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = \"01660\"\n"), bits);  // no setuid/sticky bits
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = 0o1000\n"), bits);
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = -1\n"), bits);
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = true\n"), bits);
+  const std::string owner_rw =
+      "config /etc/strait.toml: vhost.socket_mode: must give the owner read and write (0600)";
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = \"0460\"\n"), owner_rw);
+  EXPECT_EQ(refusal("[vhost]\nsocket_mode = 0o200\n"), owner_rw);
+}
+
 }  // namespace
 }  // namespace strait::ctl

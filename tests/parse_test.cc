@@ -769,5 +769,34 @@ TEST(ParseTest, TruncatedAndMutatedFramesNeverReadOutOfBounds) {
   }
 }
 
+// A 9000-byte frame in 2 KB mbufs: the parser holds only the first segment.
+// Headers come from it; IP and L4 lengths are checked against the whole frame
+// (before, the IP payload looked cut short and jumbo frames were dropped).
+TEST(ParseTest, ChainedJumboFrameParsesFromItsFirstSegment) {
+  const Frame j =
+      make({eth() + "/IP(src='10.0.0.1',dst='10.0.0.2')/UDP(sport=1,dport=2)/Raw(b'x'*8958)"})[0];
+  ASSERT_EQ(j.size(), 9000u);
+  constexpr uint32_t kSeg = 2048;
+  auto seg = std::make_unique<uint8_t[]>(kSeg);  // exactly the segment: an overread is past it
+  std::memcpy(seg.get(), j.data(), kSeg);
+  const auto frame_len = static_cast<uint32_t>(j.size());
+  FlowKey key;
+  PacketMeta meta;
+  auto parse_chained = [&](uint32_t len, uint32_t whole) {
+    return parse_frame(seg.get(), len, whole, kInPort, ParseOptions{}, &key, &meta);
+  };
+  ASSERT_EQ(parse_chained(kSeg, frame_len), DropReason::kNone);
+  EXPECT_EQ(key.nw_proto, 17);
+  EXPECT_EQ(key.tp_src, 1);
+  EXPECT_EQ(key.tp_dst, 2);
+  // The first segment taken for the whole frame; a frame shorter than its
+  // IP header says; the IP header, then the UDP header, not in the segment.
+  EXPECT_EQ(parse_frame(seg.get(), kSeg, kInPort, ParseOptions{}, &key, &meta),
+            DropReason::kIpv4Truncated);
+  EXPECT_EQ(parse_chained(kSeg, frame_len - 1), DropReason::kIpv4Truncated);
+  EXPECT_EQ(parse_chained(30, frame_len), DropReason::kIpv4Truncated);
+  EXPECT_EQ(parse_chained(36, frame_len), DropReason::kL4Truncated);
+}
+
 }  // namespace
 }  // namespace strait::dp

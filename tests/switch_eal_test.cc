@@ -268,6 +268,44 @@ TEST_F(SwitchTest, RefusedBindChangesNothing) {
   h_->ok("port.bind", port_params(uuid(3), "n1", kMacB, p3.name()));
 }
 
+// F5: many ports in one request bind together or not at all. A refused bulk
+// (a bad port last, a device that cannot open, a MAC clash inside the list)
+// leaves nothing behind: no port, no local VLAN, no device, no snapshot.
+TEST_F(SwitchTest, BulkBindIsAllOrNothing) {
+  h_->ok("network.create", {{"id", "n1"}, {"type", "local"}});
+  h_->ok("network.create", {{"id", "n2"}, {"type", "local"}});
+  RingPort& a = port("net_ring_bk1");
+  RingPort& b = port("net_ring_bk2");
+  RingPort& c = port("net_ring_bk3");
+  const json pa = port_params(uuid(21), "n1", kMacA, a.name());
+  const json pb = port_params(uuid(22), "n1", kMacB, b.name());
+  const json pc = port_params(uuid(23), "n2", kMacC, c.name());
+  const json before = h_->ok("show");
+  const std::vector<std::pair<json, std::string>> refused = {
+      {json::array({pa, pb, port_params(uuid(24), "n2", "zz", c.name())}), "ports[2]: mac"},
+      {json::array({pa, pc, port_params(uuid(24), "n2", kMacD, "net_nonexistent0")}), "ports[2]"},
+      {json::array({pa, pb, port_params(uuid(24), "n1", kMacA, c.name())}), "ports[2]"},
+      {json::array({pa, pa}), "ports[1]"},
+  };
+  for (const auto& [list, where] : refused) {
+    json r = h_->call("port.bind", {{"ports", list}});
+    ASSERT_FALSE(r["ok"].get<bool>()) << list.dump();
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(where), std::string::npos) << r.dump();
+    const json now = h_->ok("show");
+    EXPECT_EQ(now["ports"], before["ports"]);
+    EXPECT_EQ(now["networks"], before["networks"]);  // no local VLAN taken
+    EXPECT_EQ(now["generation"], before["generation"]);
+  }
+  // The same devices bind in one go: one snapshot, every port live on reply.
+  json r = h_->ok("port.bind", {{"ports", {pa, pb, pc}}});
+  ASSERT_EQ(r["ports"].size(), 3u);
+  for (const json& p : r["ports"]) EXPECT_EQ(p["state"], "up") << p.dump();
+  EXPECT_EQ(h_->ok("show")["generation"], before["generation"].get<uint64_t>() + 1);
+  EXPECT_NE(r["ports"][0]["local_vlan"], r["ports"][2]["local_vlan"]);
+  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB + "')/IP()/UDP()]"));
+  EXPECT_EQ(b.wait_for(1).size(), 1u);
+}
+
 // An API change is live when its reply arrives: once port.unbind returns,
 // no frame sent after that reaches the unbound port, while traffic runs.
 TEST_F(SwitchTest, UnbindIsLiveWhenTheCallReturns) {

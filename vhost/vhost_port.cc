@@ -1,14 +1,20 @@
 #include "vhost/vhost_port.h"
 
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
+#include <vector>
 
 #include <rte_vhost.h>
 
@@ -22,15 +28,6 @@ bool on_control_thread() {
   return g_control_set && pthread_equal(pthread_self(), g_control_thread);
 }
 
-const rte_vhost_device_ops kOps = {
-    .new_device = nullptr,  // set in add_socket (the members are static functions)
-    .destroy_device = nullptr,
-    .vring_state_changed = nullptr,
-    .features_changed = nullptr,
-    .new_connection = nullptr,
-    .destroy_connection = nullptr,
-    .guest_notified = nullptr,
-};
 
 // Offloads the datapath does not implement: a guest must not hand us
 // unsegmented or checksum-less frames (OVS's userspace-tso-enable=false).
@@ -76,8 +73,81 @@ static int check_server_path(const std::string& path, std::string* err) {
   return 0;
 }
 
-int Backend::add_socket(const std::string& path, Mode mode, std::string* err) {
+// A user or group as the config names it: a name, or a number.
+static bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+static bool resolve_user(const std::string& s, uid_t* uid) {
+  if (all_digits(s)) {
+    *uid = static_cast<uid_t>(std::strtoul(s.c_str(), nullptr, 10));
+    return true;
+  }
+  passwd pw, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwnam_r(s.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found) return false;
+  *uid = pw.pw_uid;
+  return true;
+}
+
+static bool resolve_group(const std::string& s, gid_t* gid) {
+  if (all_digits(s)) {
+    *gid = static_cast<gid_t>(std::strtoul(s.c_str(), nullptr, 10));
+    return true;
+  }
+  group gr, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (getgrnam_r(s.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || !found) return false;
+  *gid = gr.gr_gid;
+  return true;
+}
+
+// Who a server-mode socket will belong to (-1: leave as created). Resolved
+// before anything is made, so an unknown name refuses the bind untouched.
+struct Ownership {
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+};
+
+static int resolve_ownership(const std::string& path, const SocketOptions& opts, Ownership* own,
+                             std::string* err) {
+  if (!opts.owner.empty() && !resolve_user(opts.owner, &own->uid)) {
+    *err = "vhost socket " + path + ": socket_owner \"" + opts.owner +
+           "\" is not a user of this host (config [vhost] socket_owner)";
+    return -EINVAL;
+  }
+  if (!opts.group.empty() && !resolve_group(opts.group, &own->gid)) {
+    *err = "vhost socket " + path + ": socket_group \"" + opts.group +
+           "\" is not a group of this host (config [vhost] socket_group)";
+    return -EINVAL;
+  }
+  return 0;
+}
+
+// The socket directory is straitd's to create; any other directory must be
+// there already (a typo in a path must not grow a tree).
+static int make_socket_dir(const std::string& path, const SocketOptions& opts, std::string* err) {
+  namespace fs = std::filesystem;
+  std::string d = opts.dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const fs::path dir = fs::path(d).lexically_normal();
+  if (d.empty() || fs::path(path).parent_path().lexically_normal() != dir) return 0;
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return 0;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    *err = "vhost socket " + path + ": cannot create socket_dir " + opts.dir + ": " + ec.message();
+    return -EIO;
+  }
+  return 0;
+}
+
+int Backend::add_socket(const std::string& path, Mode mode, const SocketOptions& opts,
+                        std::string* err) {
+  Ownership own;
   if (mode == Mode::kServer) {
+    if (int rc = resolve_ownership(path, opts, &own, err); rc < 0) return rc;
+    if (int rc = make_socket_dir(path, opts, err); rc < 0) return rc;
     if (int rc = check_server_path(path, err); rc < 0) return rc;
   }
   uint64_t flags = 0;
@@ -88,7 +158,7 @@ int Backend::add_socket(const std::string& path, Mode mode, std::string* err) {
     return -EINVAL;
   }
   static rte_vhost_device_ops ops = [] {
-    rte_vhost_device_ops o = kOps;
+    rte_vhost_device_ops o{};
     o.new_device = &Backend::on_new_device;
     o.destroy_device = &Backend::on_destroy_device;
     o.vring_state_changed = &Backend::on_vring_state;
@@ -102,8 +172,23 @@ int Backend::add_socket(const std::string& path, Mode mode, std::string* err) {
            (mode == Mode::kServer ? " (is the directory there and writable?)" : "");
     return -EIO;
   }
-  // Server mode: QEMU (libvirt-qemu) must reach the socket we created.
-  if (mode == Mode::kServer) chmod(path.c_str(), 0660);
+  if (mode == Mode::kClient) return 0;
+  // Server mode: QEMU (libvirt-qemu) must reach the socket rte_vhost has just
+  // created. Until now it had the umask's bits: no other user could connect.
+  const bool change_owner = own.uid != static_cast<uid_t>(-1) || own.gid != static_cast<gid_t>(-1);
+  const char* failed = nullptr;
+  if (chmod(path.c_str(), opts.mode) != 0) {
+    failed = "chmod";
+  } else if (change_owner && chown(path.c_str(), own.uid, own.gid) != 0) {
+    failed = "chown";
+  }
+  if (failed) {
+    const int e = errno;
+    rte_vhost_driver_unregister(path.c_str());  // removes the socket file it created
+    *err = "vhost socket " + path + ": " + failed + ": " + std::strerror(e) +
+           " (config [vhost] socket_mode / socket_owner / socket_group)";
+    return -e;
+  }
   return 0;
 }
 
@@ -133,6 +218,15 @@ void Backend::post(const Event& ev) {
   // early), so the single-producer queue holds. A full queue means the
   // control thread is gone; waiting is all a callback can do.
   while (!queue_.push(ev)) std::this_thread::yield();
+  const uint64_t one = 1;
+  if (notify_fd_ >= 0) (void)!write(notify_fd_, &one, sizeof(one));
+}
+
+int Backend::notify_fd() {
+  // Created before any socket is registered (Switch::create), so the
+  // vhost-events thread never sees it change.
+  if (notify_fd_ < 0) notify_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  return notify_fd_;
 }
 
 void Backend::complete(int vid) {

@@ -5,6 +5,8 @@
 // not return until the control thread has published a snapshot without the
 // device and a grace period has passed (complete()): after it returns
 // rte_vhost unmaps the guest's memory, and no worker may still touch it.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <future>
 #include <map>
@@ -31,20 +33,34 @@ enum class Mode : uint8_t {
   kServer,  // we create the socket; QEMU connects
 };
 
+// How server-mode sockets (the ones the switch creates) are made: straitd's
+// [vhost] config section. Client-mode sockets are QEMU's: none of this applies.
+struct SocketOptions {
+  std::string dir = "/run/strait/vhost";  // created when a socket is first placed in it
+  mode_t mode = 0660;                     // permission bits of each socket
+  std::string owner;  // user name or uid the socket is chowned to; empty: straitd's own
+  std::string group;  // group name or gid; empty: straitd's own
+};
+
 // One per process. Register/unregister from the control thread only.
 class Backend {
  public:
   static Backend& instance();
 
-  // Registers and starts a socket. Returns 0 or a negative errno-style code
-  // with a message in *err.
-  int add_socket(const std::string& path, Mode mode, std::string* err);
+  // Registers and starts a socket; a server-mode one is made as `opts` says.
+  // Returns 0, or a negative errno-style code with a message in *err and
+  // nothing registered (-EINVAL: `opts` names an unknown user or group).
+  int add_socket(const std::string& path, Mode mode, const SocketOptions& opts, std::string* err);
   // Stops and forgets a socket. If its device is live, destroy_device runs
   // on this (the control) thread: the caller must already have published a
   // snapshot without it and waited for the grace period.
   void remove_socket(const std::string& path);
 
   bool pop(Event* ev) { return queue_.pop(*ev); }
+  // Readable when an event was posted: the control loop waits on it rather
+  // than finding events on its next tick (device ready -> vif-plugged).
+  // Reading it (8 bytes) clears it.
+  int notify_fd();
   // Marks a destroy as done: destroy_device returns, guest memory may go.
   void complete(int vid);
 
@@ -56,6 +72,7 @@ class Backend {
   void post(const Event& ev);
 
   boost::lockfree::spsc_queue<Event, boost::lockfree::capacity<4096>> queue_;
+  int notify_fd_ = -1;
   // Destroys waiting for the control thread, and sockets being removed
   // (whose destroys need no wait: their port is already unpublished).
   // Control-plane only; the datapath never takes this lock.

@@ -13,8 +13,10 @@ test makes its own networks, ports and VMs and removes them at its end.
 Two cores serve straitd and every VM: nothing here measures throughput;
 the tests assert delivery, events and counters.
 """
+import grp
 import json
 import os
+import pwd
 import select
 import signal
 import socket
@@ -24,6 +26,7 @@ import subprocess
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, TCP, UDP
@@ -31,8 +34,9 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from conftest import (STRAITCTL, ApiError, Straitd, Wire, create_network, new_mac, read_pcap_bytes,
-                      veth_available, wait_for)
+import conftest
+from conftest import (STRAITCTL, ApiError, Straitd, Wire, config_text, create_network, new_mac,
+                      read_pcap_bytes, veth_available, wait_for)
 from vm import (VM, Blaster, Events, bind_vhost, port_show, port_state, rss_kib, straitd_fds,
                 have_testpmd, wait_state)
 
@@ -172,18 +176,23 @@ class Guest:
 
 
 class Env:
-    def __init__(self, sw, tmp):
+    """What one test makes on a straitd; `vm_options` go to every VM (e.g.
+    huge_dir: guest memory on hugepages)."""
+
+    def __init__(self, sw, tmp, **vm_options):
         self.sw = sw
         self.dir = tmp
         self.guests = []
         self.networks = []
+        self.vm_options = vm_options
 
-    def network(self, type_="local", physnet=None, seg=None):
-        nid = create_network(self.sw, "vnet", type_, physnet, seg)
+    def network(self, type_="local", physnet=None, seg=None, mtu=None):
+        nid = create_network(self.sw, "vnet", type_, physnet, seg, mtu)
         self.networks.append(nid)
         return nid
 
     def guest(self, network, mode=None, bind=True, start=True, path=None, **vm_options):
+        vm_options = {**self.vm_options, **vm_options}
         g = Guest(self, network, mode, f"vm{len(self.guests) + 1}", path, **vm_options)
         self.guests.append(g)
         if bind:
@@ -233,6 +242,11 @@ def both_ways(a, b, tag):
 
 
 def test_vm_to_vm_frames_arrive_unchanged_broadcast_floods_and_other_network_gets_nothing(env):
+    check_vm_to_vm(env)
+
+
+def check_vm_to_vm(env):
+    """The core forwarding check, on whatever memory env's straitd and VMs use."""
     net_a, net_b = env.network(), env.network()
     g1, g2, g3 = env.guest(net_a), env.guest(net_a), env.guest(net_b)
     for g in (g1, g2, g3):
@@ -830,3 +844,350 @@ def test_server_mode_socket_left_by_a_crashed_straitd_is_taken_over(env):
     g1.wait_up()
     g2.wait_up()
     both_ways(g1, g2, "stale-socket-taken-over")
+
+
+# ---- 9. MTU: 1518-byte and 9000-byte frames ------------------------------------------
+#
+# straitd's mbufs hold 2 KB: a jumbo frame from a guest is dequeued as a chain
+# of mbufs, parsed from its first segment, copied whole for a flood, and
+# enqueued into the receiving guest's 2 KB buffers through mergeable rx
+# buffers (VIRTIO_NET_F_MRG_RXBUF: one frame over several descriptors). The
+# guests' wires carry 9200 bytes; the switch alone decides what is too big.
+
+JUMBO_WIRE = 9200
+
+
+def test_jumbo_frames_on_mtu_9000_network_arrive_byte_exact_and_oversize_frames_are_dropped(env):
+    net = env.network(mtu=9000)
+    a, b, c = (env.guest(net, mtu=JUMBO_WIRE) for _ in range(3))
+    for g in (a, b, c):
+        g.wait_up()
+
+    # 9000 bytes, and the largest the network takes: 14 + 9000 (IP MTU).
+    # 1514 (1518 with the FCS): one 2 KB mbuf.
+    to_b = [udp(a.mac, b.mac, b"jumbo-9000", size=9000),
+            udp(a.mac, b.mac, b"jumbo-9014", size=9014),
+            udp(a.mac, b.mac, b"frame-1518", size=1514)]
+    a.vm.send(to_b)
+    got = b.vm.receive_until(lambda got: len(got) >= len(to_b), 20)
+    assert [len(f) for f in got] == [len(f) for f in to_b]
+    assert got == to_b
+
+    to_a = udp(c.mac, a.mac, b"jumbo-to-a", size=9000)
+    c.vm.send([to_a])
+    a.vm.receive_until(lambda got: to_a in got, 20)
+
+    # A jumbo broadcast floods: each receiver gets a whole copy of the chain.
+    bcast = udp(a.mac, BCAST, b"jumbo-flood", size=9000)
+    a.vm.send([bcast])
+    b.vm.receive_until(lambda got: bcast in got, 20)
+    c.vm.receive_until(lambda got: bcast in got, 20)
+
+    # One byte over the network's MTU: dropped at the switch and counted.
+    before = a.stats()["drops"].get("mtu_exceeded", 0)
+    over = udp(a.mac, b.mac, b"jumbo-9015", size=9015)
+    a.vm.send([over])
+    wait_for(lambda: a.stats()["drops"].get("mtu_exceeded", 0) == before + 1, 10,
+             what="mtu_exceeded counted")
+    assert b.vm.received(quiet=0.3) == []
+    assert c.vm.received(quiet=0.05) == []  # the flood above is all it had
+    assert a.vm.received(quiet=0.05) == []
+    s_a, s_b = a.stats(), b.stats()
+    assert s_b["tx_packets"] == len(to_b) + 1
+    assert s_b["tx_bytes"] == sum(map(len, to_b)) + len(bcast)
+    assert s_a["drops"] == {"mtu_exceeded": 1}
+    assert s_b["drops"] == {} and c.stats()["drops"] == {}
+
+
+def test_mtu_1500_network_takes_1518_byte_frames_and_drops_one_byte_more(env):
+    net = env.network()  # mtu 1500, the default
+    a, b = env.guest(net, mtu=JUMBO_WIRE), env.guest(net)
+    a.wait_up()
+    b.wait_up()
+    full = udp(a.mac, b.mac, b"frame-1518", size=1514)  # 1518 on the wire with the FCS
+    a.vm.send([full])
+    b.vm.receive_until(lambda got: full in got)
+    for size in (1515, 9000):
+        a.vm.send([udp(a.mac, b.mac, b"too-big", size=size)])
+    wait_for(lambda: a.stats()["drops"].get("mtu_exceeded", 0) == 2, 10,
+             what="two frames dropped as mtu_exceeded")
+    assert b.vm.received(quiet=0.3) == []
+    assert b.stats()["tx_packets"] == 1 and a.stats()["drops"] == {"mtu_exceeded": 2}
+
+
+# ---- 10. multiqueue ----------------------------------------------------------------
+#
+# A straitd with two workers (lcore 2 shares CPU 0 with the control thread).
+# A guest with two queue pairs: each of its rx queues is polled by its own
+# worker, and each worker transmits to it on its own queue. A one-queue guest
+# receiving from both workers has one queue for two transmitters: that queue
+# is shared, under a spinlock per burst.
+
+
+@pytest.fixture(scope="module")
+def mqsw(straitd_factory):
+    return straitd_factory(name="vhmq", workers=(1, 2), eal=["--lcores", "0@0,1@1,2@0"])
+
+
+def flows(src, dst, tag, n):
+    """n frames, each its own UDP flow (the wire's RSS spreads them)."""
+    return [bytes(Ether(src=src, dst=dst) / IP(src="10.7.9.1", dst="10.7.9.2") /
+                  UDP(sport=10000 + i, dport=7) / Raw(f"{tag}-{i}".encode())) for i in range(n)]
+
+
+def rx_owners(sw, dp_port):
+    """{rx queue: worker id} of a datapath port, from `show`."""
+    return {q["queue"]: w["id"] for w in sw.call("show")["workers"]
+            for q in w["rx_queues"] if q["port"] == dp_port}
+
+
+def worker_packets(sw):
+    return {w["id"]: w["packets"] for w in sw.stats()["workers"]}
+
+
+def test_multiqueue_guest_both_queue_pairs_polled_by_two_workers_forward_byte_exact(
+        mqsw, tmp_path_factory):
+    e = Env(mqsw, tmp_path_factory.mktemp("vhmq"))
+    try:
+        net = e.network()
+        # Booted in turn, so the rx queues are spread in a known way: mq's
+        # two over both workers, then a on worker 0 and b on worker 1.
+        mq = e.guest(net, queues=2)
+        mq.wait_up()
+        a = e.guest(net)
+        a.wait_up()
+        b = e.guest(net)
+        b.wait_up()
+        shown = port_show(mqsw, mq.id)
+        assert shown["vhost"]["queues"] == 2
+        owners = rx_owners(mqsw, shown["dp_port"])
+        assert sorted(owners) == [0, 1] and owners[0] != owners[1], owners
+        wa = rx_owners(mqsw, port_show(mqsw, a.id)["dp_port"])
+        wb = rx_owners(mqsw, port_show(mqsw, b.id)["dp_port"])
+        assert wa[0] != wb[0], (wa, wb)
+
+        # From mq, 64 flows: the guest sends them on both of its queues (the
+        # kernel hashes each flow to one), so both workers forward, each to
+        # a's single queue (shared: the spinlock). a gets every frame,
+        # byte-exact; frames of one queue keep their order.
+        before = worker_packets(mqsw)
+        out = flows(mq.mac, a.mac, "mq-to-a", 64)
+        mq.vm.send(out)
+        got = a.vm.receive_until(lambda got: len(got) >= len(out), 20)
+        got += a.vm.received(quiet=0.3)
+        assert sorted(got) == sorted(out)
+        after = worker_packets(mqsw)
+        moved = {w: after[w] - before[w] for w in after}
+        assert all(moved.values()) and sum(moved.values()) == len(out), moved
+
+        # To mq: a's worker sends on one of mq's queues, b's on the other.
+        to_mq = flows(a.mac, mq.mac, "a-to-mq", 16) + flows(b.mac, mq.mac, "b-to-mq", 16)
+        a.vm.send(to_mq[:16])
+        b.vm.send(to_mq[16:])
+        got = mq.vm.receive_until(lambda got: len(got) >= len(to_mq), 20)
+        got += mq.vm.received(quiet=0.3)
+        assert sorted(got) == sorted(to_mq)
+
+        for g in (mq, a, b):
+            assert g.stats()["drops"] == {}, g.stats()
+
+        # Both workers to one shared queue at once, a few hundred frames. The
+        # guests, on a CPU shared with everything else, may fall behind: then
+        # a frame is lost in a guest or counted tx_full at the switch. Every
+        # frame the switch took from mq is sent to b or counted, and what
+        # arrives is whole and arrives once.
+        m0, s0 = mq.stats()["rx_packets"], b.stats()
+        burst = flows(mq.mac, b.mac, "burst", 256)
+        for i in range(0, len(burst), 16):
+            mq.vm.send(burst[i:i + 16])
+            time.sleep(0.01)
+
+        def settled():
+            m = mq.stats()["rx_packets"]
+            time.sleep(0.3)
+            return mq.stats()["rx_packets"] == m
+        wait_for(settled, 20, what="the burst through the switch")
+        took = mq.stats()["rx_packets"] - m0
+        s1 = b.stats()
+        sent = s1["tx_packets"] - s0["tx_packets"]
+        full = s1["drops"].get("tx_full", 0)
+        assert sent + full == took and took >= len(burst) // 2, (took, s0, s1)
+        assert set(s1["drops"]) <= {"tx_full"} and mq.stats()["drops"] == {}, s1
+        got = b.vm.received(quiet=0.5, timeout=20)
+        assert len(set(got)) == len(got) and set(got) <= set(burst)
+    finally:
+        e.close()
+
+
+# ---- 11. hugepages ---------------------------------------------------------------
+#
+# The rest of the module runs on --no-huge (memfd) memory; here straitd and
+# the VMs run on 2 MB hugepages, which the fixture reserves (root only) and
+# gives back afterwards.
+
+HUGEPAGES = 512  # 1 GiB: straitd's -m 512 and two 128 MB guests, with room to spare
+NR_HUGEPAGES = Path("/proc/sys/vm/nr_hugepages")
+
+
+def _hugetlbfs_mounts():
+    """Mount points of hugetlbfs with the default page size."""
+    out = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        dev, mnt, fstype, opts = line.split()[:4]
+        if fstype == "hugetlbfs" and all(not o.startswith("pagesize=") or o == "pagesize=2M"
+                                         for o in opts.split(",")):
+            out.append(mnt)
+    return out
+
+
+@pytest.fixture(scope="module")
+def hugepages(tmp_path_factory):
+    """A hugetlbfs directory with HUGEPAGES more free 2 MB pages; afterwards
+    the pages go back and a mount made here is removed."""
+    if os.geteuid() != 0:
+        pytest.skip("hugepages: reserving them (/proc/sys/vm/nr_hugepages) needs root")
+    try:
+        before = int(NR_HUGEPAGES.read_text())
+        NR_HUGEPAGES.write_text(str(before + HUGEPAGES))
+        got = int(NR_HUGEPAGES.read_text()) - before
+    except OSError as err:
+        pytest.skip(f"hugepages: the kernel refused to reserve {HUGEPAGES} pages ({err})")
+
+    def give_back():
+        NR_HUGEPAGES.write_text(str(max(int(NR_HUGEPAGES.read_text()) - HUGEPAGES, 0)))
+
+    if got < HUGEPAGES:
+        give_back()
+        pytest.skip(f"hugepages: asked the kernel for {HUGEPAGES} 2 MB pages, it gave {got} "
+                    "(memory too fragmented or too small)")
+    # A mount of our own: unmounting it frees every page a test used, even
+    # one a killed process left in a file.
+    mnt = tmp_path_factory.mktemp("hugetlbfs")
+    mounted = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)],
+                             capture_output=True, text=True).returncode == 0
+    if not mounted:
+        existing = _hugetlbfs_mounts()
+        if not existing:
+            give_back()
+            pytest.skip("hugepages: no hugetlbfs mounted and mounting one failed")
+        mnt = Path(existing[0])
+    try:
+        yield mnt
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], capture_output=True)
+        else:  # someone else's mount: remove what our DPDK processes left there
+            for f in mnt.iterdir():
+                if f.name.startswith((f"e2e{os.getpid()}_", f"vm{os.getpid()}_")):
+                    f.unlink(missing_ok=True)
+        give_back()
+
+
+def maps_file_in(pid, directory):
+    """Whether process `pid` has memory mapped from a file in `directory`."""
+    return f" {directory}/" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_vm_to_vm_forwarding_on_hugepages(hugepages, tmp_path_factory, monkeypatch):
+    monkeypatch.setattr(conftest, "EAL_ARGS", ["--huge-dir", str(hugepages), "-m", "512",
+                                               "--no-pci"])
+    hsw = Straitd(tmp_path_factory.mktemp("vhhuge")).start()
+    e = Env(hsw, tmp_path_factory.mktemp("vhh"), huge_dir=hugepages)
+    try:
+        check_vm_to_vm(e)
+        assert maps_file_in(hsw.proc.pid, hugepages), "straitd is not on hugepages"
+        for g in e.guests:
+            assert maps_file_in(g.vm.proc.pid, hugepages), f"{g.vm.name} is not on hugepages"
+        e.close()
+        assert hsw.stop() == 0, hsw.log.read_text()[-2000:]
+    finally:
+        e.close()
+        hsw.kill()
+
+
+# ---- 12. server-mode sockets: where, whose, which mode -----------------------------
+
+
+def a_group():
+    """A group of this host other than root's, for the socket to be given to."""
+    for name in ("kvm", "libvirt-qemu", "nogroup", "daemon"):
+        try:
+            return grp.getgrnam(name)
+        except KeyError:
+            pass
+    pytest.skip("no group other than root's on this host")
+
+
+def vhost_straitd(tmp, vhost_section):
+    """A straitd whose [vhost] section is `vhost_section` (in place of the
+    harness's own, if it writes one)."""
+    base = config_text(tmp, {}).split("\n[vhost]\n")[0].rstrip("\n")
+    return Straitd(tmp, config=f"{base}\n[vhost]\n{vhost_section}").start()
+
+
+def test_server_socket_bare_name_lands_in_socket_dir_with_configured_mode_owner_and_group(
+        tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a socket to another user needs root")
+    owner, group = pwd.getpwnam("nobody"), a_group()
+    sock_dir = tmp_path / "run" / "vhost"  # does not exist yet: straitd makes it
+    sw = vhost_straitd(tmp_path / "sw", f'socket_dir = "{sock_dir}"\nsocket_owner = "nobody"\n'
+                                        f'socket_group = "{group.gr_name}"\nsocket_mode = "0640"\n')
+    vm = None
+    try:
+        sw.call("network.create", {"id": "n", "type": "local"})
+        pid = str(uuid.uuid4())
+        port = bind_vhost(sw, pid, "n", new_mac(), "vhu-bare.sock", mode="server")
+        path = sock_dir / "vhu-bare.sock"
+        assert port["attach"] == {"type": "vhost", "path": str(path), "mode": "server"}
+        assert port_show(sw, pid)["attach"]["path"] == str(path)  # stored absolute
+        st = path.stat()
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640, oct(st.st_mode)
+        assert (st.st_uid, st.st_gid) == (owner.pw_uid, group.gr_gid)
+        assert sock_dir.is_dir()
+
+        # A working socket: a guest connects to it and the port comes up.
+        vm = VM(tmp_path, path, server=False, name="vm-bare").start()
+        wait_state(sw, pid, "up")
+        vm.wait_forwarding()
+
+        # An absolute path elsewhere keeps its own directory, and a bare
+        # name in client mode is still refused (QEMU's socket has no default
+        # place).
+        other = tmp_path / "elsewhere.sock"
+        bind_vhost(sw, str(uuid.uuid4()), "n", new_mac(), other, mode="server")
+        assert stat.S_IMODE(other.stat().st_mode) == 0o640
+        with pytest.raises(ApiError) as err:
+            bind_vhost(sw, str(uuid.uuid4()), "n", new_mac(), "vhu-client.sock")
+        assert err.value.code == "invalid_argument" and "attach.path" in err.value.message
+
+        sw.call("port.unbind", {"id": pid})
+        wait_for(lambda: not path.exists(), 5, what=f"{path} removed")
+        vm.stop()
+        assert sw.stop() == 0, sw.log.read_text()[-2000:]
+    finally:
+        if vm is not None:
+            vm.close()
+        sw.kill()
+
+
+@pytest.mark.parametrize("key", ["socket_owner", "socket_group"])
+def test_server_socket_with_unknown_owner_or_group_is_refused_and_changes_nothing(tmp_path, key):
+    sock_dir = tmp_path / "vhost"
+    sw = vhost_straitd(tmp_path / "sw", f'socket_dir = "{sock_dir}"\n{key} = "no-such-name-e2e"\n')
+    try:
+        sw.call("network.create", {"id": "n", "type": "local"})
+        before = switch_state(sw)
+        for path in ("vhu-x.sock", str(tmp_path / "abs.sock")):
+            r = sw.request("port.bind", {"id": str(uuid.uuid4()), "network": "n", "mac": new_mac(),
+                                         "attach": {"type": "vhost", "path": path,
+                                                    "mode": "server"}})
+            assert r["ok"] is False and r["error"]["code"] == "device_error", r
+            assert key in r["error"]["message"] and "no-such-name-e2e" in r["error"]["message"], r
+        assert switch_state(sw) == before
+        assert not sock_dir.exists() and not (tmp_path / "abs.sock").exists()
+        # Client mode does not create the socket: the setting does not apply.
+        bind_vhost(sw, str(uuid.uuid4()), "n", new_mac(), tmp_path / "client.sock")
+        assert sw.stop() == 0
+    finally:
+        sw.kill()

@@ -44,10 +44,13 @@ def have_testpmd():
 class VM:
     """One guest with one virtio NIC on vhost-user socket `sock`."""
 
-    def __init__(self, tmp, sock, server=True, name="vm", queue_size=256, mem_mb=128, queues=1):
+    def __init__(self, tmp, sock, server=True, name="vm", queue_size=256, mem_mb=128, queues=1,
+                 mtu=None, huge_dir=None):
         self.tmp = Path(tmp)
         self.mem_mb = mem_mb
         self.queues = queues
+        self.mtu = mtu  # of the wire; None: the kernel's 1500
+        self.huge_dir = huge_dir  # guest memory on hugepages there; None: --no-huge
         self.sock = Path(sock)
         self.server = server
         self.name = name
@@ -71,6 +74,10 @@ class VM:
         if self.wire is not None and self.wire.sock is None:
             try:
                 self.wire.create()
+                if self.mtu:
+                    for dev in (self.wire.inside, self.wire.outside):
+                        subprocess.run(["ip", "link", "set", "dev", dev, "mtu", str(self.mtu)],
+                                       check=True, capture_output=True)
             except Exception:
                 self.wire.destroy()
                 raise
@@ -84,17 +91,36 @@ class VM:
         return self
 
     def _eal(self):
+        # Hugepage-backed guest memory is shared with the switch one file per
+        # memseg list (--single-file-segments): vhost-user takes at most 8
+        # memory regions, and every 2 MB page would be one.
+        memory = (["--huge-dir", str(self.huge_dir), "--single-file-segments"] if self.huge_dir
+                  else ["--no-huge"])
         return ["stdbuf", "-oL", "-eL", "nice", "-n", str(VM_NICE), TESTPMD,
-                "--no-huge", "-m", str(self.mem_mb), "--no-shconf", "--file-prefix", self.prefix,
+                *memory, "-m", str(self.mem_mb), "--no-shconf", "--file-prefix", self.prefix,
                 "--no-pci", "--lcores", "0@0,1@0"]
 
     def _virtio(self, extra=""):
+        # More than one queue pair needs the control queue (the guest driver
+        # tells the device how many pairs it uses).
+        cq = ",cq=1" if self.queues > 1 else ""
         return ["--vdev", f"virtio_user0,path={self.sock},server={1 if self.server else 0},"
-                          f"queue_size={self.queue_size},queues={self.queues}{extra}"]
+                          f"queue_size={self.queue_size},queues={self.queues}{cq}{extra}"]
+
+    def _wire_vdev(self):
+        if self.mtu and self.mtu > 1500:
+            # Jumbo frames: net_af_packet refuses ring frames larger than a
+            # 2 KB buffer, libpcap does not (it chains what it receives). Only
+            # inbound frames are read, or the VM's own output would echo back.
+            assert self.queues == 1, "a jumbo wire has one queue"
+            return f"net_pcap0,rx_iface_in={self.wire.inside},tx_iface={self.wire.inside}"
+        # qpairs > 1: one packet socket per queue in a PACKET_FANOUT_HASH group,
+        # so the kernel spreads the wire's flows over the queues (RSS).
+        return f"net_af_packet0,iface={self.wire.inside},qpairs={self.queues}"
 
     def _cmd(self):
         return self._eal() + [
-            "--vdev", f"net_af_packet0,iface={self.wire.inside},qpairs={self.queues}",
+            "--vdev", self._wire_vdev(),
             *self._virtio(),
             # --no-mlockall: locking all of the guest's memory takes seconds on
             # this shared box, and nothing here needs it.
