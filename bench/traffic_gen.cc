@@ -27,6 +27,24 @@
 //     --burst N       tx burst (default 32, max 64)
 //     --link-timeout S  wait this long for both links to come up (default 60)
 //
+// Two more modes, for bench/lifecycle_bench.py (timestamps are CLOCK_REALTIME
+// seconds, the clock of straitd's event "ts"):
+//     --connect-cycles N --vdev-path P [--hold-ms 100] [--gap-ms 20]
+//                     no --vdev: hot-plugs a virtio-user device (vhost-user
+//                     client; the switch serves P) N times: probe, configure,
+//                     start (the guest driver's rings are live: the switch's
+//                     new_device), hold, remove, pause.  One line per plug:
+//                     "CONNECT n=<i> ts=<started> plug_ms=<probe+start>",
+//                     then "CONNECT_RESULT cycles=.. ok=.. failed=..".
+//     --gap-watch MS [--interval-us 200]
+//                     the two --vdev ports of the normal mode, but one frame
+//                     every --interval-us (no busy polling) from port 0, and
+//                     arrivals at port 1 reported: "RX_FIRST ts=.." and, after
+//                     MS ms without any, "RX_RESUME ts=.. last_ts=.. gap_ms=..";
+//                     runs until SIGINT/SIGTERM (the ports keep their link
+//                     status interrupt, so virtio-user servers reconnect to a
+//                     restarted switch).
+//
 // Output: "t=<s> rx_mpps=.. tx_mpps=.. txfail_mpps=.." once per second
 // ("warmup" appended during warm-up), then one line
 //   RESULT rx_mpps=.. tx_mpps=.. txfail_mpps=.. size=.. flows=.. secs=.. [extras]
@@ -37,6 +55,7 @@
 // memory with the backend still reports link up).
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
@@ -56,6 +75,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 namespace {
@@ -80,6 +100,13 @@ struct Options {
   bool learn = false;
   unsigned learn_pps = 10;
   double link_timeout = 60;
+  // --connect-cycles / --gap-watch modes (0: off)
+  unsigned connect_cycles = 0;
+  std::string vdev_path;
+  unsigned hold_ms = 100;
+  unsigned gap_ms = 20;
+  unsigned watch_gap_ms = 0;
+  unsigned interval_us = 200;
   rte_ether_addr src{{0x02, 0, 0, 0, 0, 0x01}};
   rte_ether_addr dst{{0x02, 0, 0, 0, 0, 0x02}};
 };
@@ -119,12 +146,16 @@ void usage() {
                "usage: strait-gen <EAL args> -- [--size N] [--flows N] "
                "[--src-mac M] [--dst-mac M] [--vlan VID] [--warmup S] "
                "[--duration S] [--learn] [--learn-pps N] [--burst N] "
-               "[--link-timeout S]\n");
+               "[--link-timeout S]\n"
+               "       strait-gen <EAL args> -- --connect-cycles N --vdev-path P "
+               "[--hold-ms MS] [--gap-ms MS]\n"
+               "       strait-gen <EAL args> -- --gap-watch MS [--interval-us US] "
+               "[--src-mac M] [--dst-mac M] [--size N]\n");
 }
 
 int parse_args(int argc, char** argv, Options* o) {
   enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps,
-         kBurst, kLinkTo, kHelp };
+         kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kHelp };
   static const option opts[] = {
       {"size", required_argument, nullptr, kSize},
       {"flows", required_argument, nullptr, kFlows},
@@ -137,6 +168,12 @@ int parse_args(int argc, char** argv, Options* o) {
       {"learn-pps", required_argument, nullptr, kLearnPps},
       {"burst", required_argument, nullptr, kBurst},
       {"link-timeout", required_argument, nullptr, kLinkTo},
+      {"connect-cycles", required_argument, nullptr, kCycles},
+      {"vdev-path", required_argument, nullptr, kVdevPath},
+      {"hold-ms", required_argument, nullptr, kHold},
+      {"gap-ms", required_argument, nullptr, kGap},
+      {"gap-watch", required_argument, nullptr, kWatch},
+      {"interval-us", required_argument, nullptr, kInterval},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   optind = 1;
@@ -156,6 +193,13 @@ int parse_args(int argc, char** argv, Options* o) {
       case kLearnPps: ok = parse_uint(optarg, 100000, &o->learn_pps) && o->learn_pps > 0; break;
       case kBurst: ok = parse_uint(optarg, kMaxBurst, &o->burst) && o->burst >= 1; break;
       case kLinkTo: ok = parse_secs(optarg, &o->link_timeout); break;
+      case kCycles: ok = parse_uint(optarg, 1000000, &o->connect_cycles) && o->connect_cycles;
+        break;
+      case kVdevPath: o->vdev_path = optarg; ok = !o->vdev_path.empty(); break;
+      case kHold: ok = parse_uint(optarg, 60000, &o->hold_ms); break;
+      case kGap: ok = parse_uint(optarg, 60000, &o->gap_ms); break;
+      case kWatch: ok = parse_uint(optarg, 60000, &o->watch_gap_ms) && o->watch_gap_ms; break;
+      case kInterval: ok = parse_uint(optarg, 1000000, &o->interval_us) && o->interval_us; break;
       case kHelp: usage(); std::exit(0);
       default: ok = false;
     }
@@ -170,6 +214,10 @@ int parse_args(int argc, char** argv, Options* o) {
   if (optind < argc) {
     std::fprintf(stderr, "strait-gen: unexpected argument %s\n", argv[optind]);
     usage();
+    return -1;
+  }
+  if (o->connect_cycles && o->vdev_path.empty()) {
+    std::fprintf(stderr, "strait-gen: --connect-cycles needs --vdev-path\n");
     return -1;
   }
   const unsigned min_size = o->vlan >= 0 ? 68 : 64;  // room for Eth(+tag)/IPv4/UDP
@@ -301,6 +349,150 @@ bool links_up() {
   return true;
 }
 
+// ---- --connect-cycles and --gap-watch (bench/lifecycle_bench.py) ----------
+
+double realtime_s() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+void sleep_us(unsigned us) {
+  timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  nanosleep(&ts, nullptr);
+}
+
+// One queue pair, started; the link status interrupt on where the driver has
+// one (a virtio-user server reconnects to a restarted switch from it).
+int start_port_lsc(uint16_t port, rte_mempool* mp, uint16_t ring) {
+  rte_eth_dev_info info{};
+  int rc = rte_eth_dev_info_get(port, &info);
+  if (rc < 0) return rc;
+  rte_eth_conf conf{};
+  if (*info.dev_flags & RTE_ETH_DEV_INTR_LSC) conf.intr_conf.lsc = 1;
+  if ((rc = rte_eth_dev_configure(port, 1, 1, &conf)) < 0) return rc;
+  const int sock = rte_eth_dev_socket_id(port);
+  const unsigned s = sock < 0 ? 0 : static_cast<unsigned>(sock);
+  if ((rc = rte_eth_rx_queue_setup(port, 0, ring, s, nullptr, mp)) < 0) return rc;
+  if ((rc = rte_eth_tx_queue_setup(port, 0, ring, s, nullptr)) < 0) return rc;
+  return rte_eth_dev_start(port);
+}
+
+// A guest plugged and unplugged N times on a socket the switch serves. The
+// device counts as plugged once started: its rings are set up, which is
+// when the vhost side sees new_device.
+int run_connect_cycles(const Options& o) {
+  constexpr const char* kName = "virtio_user_cc0";
+  constexpr uint16_t kRing = 256;
+  rte_mempool* mp = rte_pktmbuf_pool_create("strait_gen_cc", 2047, 0, 0,
+                                            RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  if (!mp) {
+    std::fprintf(stderr, "strait-gen: mempool: %s (more memory: -m)\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  const std::string args = "path=" + o.vdev_path + ",queues=1,queue_size=" +
+                           std::to_string(kRing);
+  unsigned ok = 0, failed = 0, failed_in_a_row = 0;
+  rte_mbuf* rxb[kMaxBurst];
+  for (unsigned i = 0; i < o.connect_cycles && !g_stop; i++) {
+    const double t0 = realtime_s();
+    uint16_t port = RTE_MAX_ETHPORTS;
+    const char* step = "probe";  // e.g. nobody serves the socket
+    int rc = rte_eal_hotplug_add("vdev", kName, args.c_str());
+    if (rc == 0 && (rc = rte_eth_dev_get_port_by_name(kName, &port)) != 0) step = "port";
+    if (rc == 0 && (rc = start_port_lsc(port, mp, kRing)) != 0) step = "start";
+    const double t1 = realtime_s();
+    if (rc == 0) {
+      std::printf("CONNECT n=%u ts=%.6f plug_ms=%.3f\n", i, t1, (t1 - t0) * 1e3);
+      ok++;
+      failed_in_a_row = 0;
+    } else {
+      std::printf("CONNECT_FAILED n=%u step=%s rc=%d\n", i, step, rc);
+      failed++;
+      failed_in_a_row++;
+    }
+    std::fflush(stdout);
+    sleep_us(o.hold_ms * 1000);
+    if (port < RTE_MAX_ETHPORTS) {
+      while (rte_eth_rx_burst(port, 0, rxb, kMaxBurst) > 0) {}  // whatever a switch flooded
+      rte_eth_dev_stop(port);
+    }
+    rte_eal_hotplug_remove("vdev", kName);  // closes the port, disconnects
+    if (failed_in_a_row == 10) break;
+    sleep_us(o.gap_ms * 1000);
+  }
+  std::printf("CONNECT_RESULT cycles=%u ok=%u failed=%u%s\n", ok + failed, ok, failed,
+              g_stop ? " interrupted" : "");
+  std::fflush(stdout);
+  rte_mempool_free(mp);
+  return failed ? 5 : 0;
+}
+
+// Frames at a low, steady rate from port 0 to port 1, and the moments
+// delivery starts and resumes: how long a switch restart interrupts
+// forwarding between two running guests.
+int run_gap_watch(const Options& o, rte_mempool* mp, const Layout& layout) {
+  for (uint16_t p : {kTxPort, kRxPort}) {
+    if (const int rc = start_port_lsc(p, mp, kRingSize); rc < 0) {
+      std::fprintf(stderr, "strait-gen: port %u (%s) setup failed: %s\n", p,
+                   port_name(p).c_str(), rte_strerror(-rc));
+      return 1;
+    }
+  }
+  const double gap = o.watch_gap_ms / 1e3;
+  std::printf("GAPWATCH interval_us=%u gap_ms=%u started=%.6f\n", o.interval_us,
+              o.watch_gap_ms, realtime_s());
+  std::fflush(stdout);
+  uint64_t tx = 0, txfail = 0, rx = 0, gaps = 0, nomem = 0;
+  double last_rx = 0;
+  rte_mbuf* rxb[kMaxBurst];
+  for (unsigned loop = 0; !g_stop; loop++) {
+    rte_mbuf* m = rte_pktmbuf_alloc(mp);
+    if (m) {
+      write_headers(rte_pktmbuf_mtod(m, uint8_t*), layout, 0);
+      m->data_len = m->pkt_len = layout.len;
+      if (rte_eth_tx_burst(kTxPort, 0, &m, 1) == 1) {
+        tx++;
+      } else {
+        txfail++;
+        rte_pktmbuf_free(m);
+      }
+    } else {
+      nomem++;
+    }
+    const uint16_t n = rte_eth_rx_burst(kRxPort, 0, rxb, kMaxBurst);
+    if (n) {
+      const double now = realtime_s();
+      if (rx == 0) {
+        std::printf("RX_FIRST ts=%.6f\n", now);
+      } else if (now - last_rx >= gap) {
+        std::printf("RX_RESUME ts=%.6f last_ts=%.6f gap_ms=%.1f\n", now, last_rx,
+                    (now - last_rx) * 1e3);
+        gaps++;
+      }
+      std::fflush(stdout);
+      rx += n;
+      last_rx = now;
+      rte_pktmbuf_free_bulk(rxb, n);
+    }
+    if ((loop & 15) == 0) {  // floods back towards the sender
+      const uint16_t k = rte_eth_rx_burst(kTxPort, 0, rxb, kMaxBurst);
+      if (k) rte_pktmbuf_free_bulk(rxb, k);
+    }
+    sleep_us(o.interval_us);
+  }
+  std::printf("GAPWATCH_RESULT tx=%lu txfail=%lu rx=%lu gaps=%lu nomem=%lu\n",
+              static_cast<unsigned long>(tx), static_cast<unsigned long>(txfail),
+              static_cast<unsigned long>(rx), static_cast<unsigned long>(gaps),
+              static_cast<unsigned long>(nomem));
+  std::fflush(stdout);
+  for (uint16_t p : {kTxPort, kRxPort}) {
+    rte_eth_dev_stop(p);
+    rte_eth_dev_close(p);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -315,14 +507,19 @@ int main(int argc, char** argv) {
     rte_eal_cleanup();
     return 1;
   }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  if (o.connect_cycles) {
+    const int rc = run_connect_cycles(o);
+    rte_eal_cleanup();
+    return rc;
+  }
   if (rte_eth_dev_count_avail() < 2) {
     std::fprintf(stderr, "strait-gen: need 2 ports (port 0 = tx, port 1 = rx), have %u\n",
                  rte_eth_dev_count_avail());
     rte_eal_cleanup();
     return 1;
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
 
   const Layout layout = build_layout(o);
   PoolInit pinit{&layout};
@@ -339,6 +536,11 @@ int main(int argc, char** argv) {
                  rte_strerror(rte_errno));
     rte_eal_cleanup();
     return 1;
+  }
+  if (o.watch_gap_ms) {
+    const int rc = run_gap_watch(o, mp, layout);
+    rte_eal_cleanup();
+    return rc;
   }
   for (uint16_t p : {kTxPort, kRxPort}) {
     const int rc = port_setup(p, mp);

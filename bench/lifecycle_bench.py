@@ -1,0 +1,664 @@
+#!/usr/bin/python3
+"""Control-plane lifecycle benchmark of straitd (issue 4).
+
+Usage: /usr/bin/python3 bench/lifecycle_bench.py BUILD_DIR [--ports N] [--cycles N]
+           [--restarts N] [--conns N] [--restart-signal TERM|KILL] [--out DIR] [--keep]
+
+One straitd (worker on lcore 1, control thread on CPU 0, --no-huge) and
+strait-gen (bench/traffic_gen.cc) as the guests. Three scenarios:
+
+  control_N_ports      bind N vhost-user ports (client mode, sockets nobody
+                       serves: bound, in the published snapshot, down) one
+                       call at a time on one connection; a reply comes after
+                       the snapshot with the port is live in every worker
+                       (publish + RCU grace period), so the last reply is
+                       "all N live". Per-call reply time p50/p99 and the
+                       total. control_N_ports_parallel: the same N again
+                       (after unbinding them) over --conns connections.
+  vif_plugged_latency  a server-mode port; strait-gen --connect-cycles
+                       plugs a virtio-user guest into it --cycles times and
+                       prints when each device was started (its rings live:
+                       the switch's new_device); paired with the port's next
+                       vif-plugged event (events.subscribe, "ts"), both
+                       CLOCK_REALTIME.
+  restart_N_ports      N ports bound, plus two ports whose guests (strait-gen
+                       --gap-watch: virtio-user servers, straitd connects as
+                       client) exchange a frame every 200 us; straitd is
+                       stopped (--restart-signal, default TERM) and started
+                       again --restarts times. From the new process's start:
+                       to the first frame delivered between the guests, and
+                       to port.list answering with every port.
+
+Prints a table and writes BUILD_DIR/bench-results/strait-lifecycle-<stamp>.json
+({"results": [{"switch": "strait", "scenario", "metric", "median_ms", "p50",
+"p99", "min", "max", "samples", ...}], ...}); the last line printed is its
+path. There is no OVS anchor for these scenarios yet (issue 8 adds one):
+nothing is compared.
+"""
+import argparse
+import fcntl
+import json
+import os
+import platform
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+MAC1, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
+NETWORK = "bench"
+NO_ANCHOR = "no OVS anchor for the lifecycle scenarios yet (issue 8 adds it): nothing compared"
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def port_uuid(i):
+    return f"1c0e0000-0000-4000-8000-{i:012x}"
+
+
+def percentile(xs, q):
+    """Linear interpolation between closest ranks (numpy's default)."""
+    s = sorted(xs)
+    if not s:
+        return None
+    k = (len(s) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def summary(samples_ms):
+    if not samples_ms:
+        return {"median_ms": None, "p50": None, "p99": None, "min": None, "max": None,
+                "samples": 0}
+    p50 = percentile(samples_ms, 50)
+    return {"median_ms": p50, "p50": p50, "p99": percentile(samples_ms, 99),
+            "min": min(samples_ms), "max": max(samples_ms), "samples": len(samples_ms)}
+
+
+def cpu_idle_pct(secs=1.0):
+    def read():
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:9]]
+    a = read()
+    time.sleep(secs)
+    b = read()
+    d = [y - x for x, y in zip(a, b)]
+    return round(100.0 * (d[3] + d[4]) / sum(d)) if sum(d) else 0
+
+
+# ---- straitd and its API -------------------------------------------------------
+
+
+class Api:
+    """One API connection: requests answered in order (NDJSON)."""
+
+    def __init__(self, path, timeout=60.0):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(str(path))
+        self.buf = b""
+        self.n = 0
+
+    def send(self, method, params=None):
+        self.n += 1
+        req = {"id": self.n, "method": method}
+        if params is not None:
+            req["params"] = params
+        self.s.sendall((json.dumps(req) + "\n").encode())
+
+    def line(self):
+        while b"\n" not in self.buf:
+            chunk = self.s.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("straitd closed the API connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, method, params=None):
+        self.send(method, params)
+        r = self.line()
+        if not r.get("ok"):
+            raise RuntimeError(f"{method}: {r.get('error')}")
+        return r["result"]
+
+    def close(self):
+        self.s.close()
+
+
+class Straitd:
+    def __init__(self, build, work, worker):
+        self.bin = Path(build) / "control" / "straitd"
+        self.work = Path(work)
+        self.sock = self.work / "api.sock"
+        self.cfg = self.work / "straitd.toml"
+        self.prefix = f"slc{os.getpid()}sw"
+        self.cfg.write_text(f'state_dir = "{self.work / "state"}"\n'
+                            f'api_socket = "{self.sock}"\n'
+                            f"[datapath]\nworkers = [{worker}]\n"
+                            "[libvirt]\nenabled = false\n")
+        self.proc = None
+        self.starts = 0
+        self.started_at = None   # CLOCK_REALTIME just before the exec
+
+    @property
+    def log(self):
+        return self.work / f"straitd.{self.starts}.log"
+
+    def start(self):
+        self.starts += 1
+        self._logf = open(self.log, "w")
+        self.started_at = time.time()
+        self.proc = subprocess.Popen(
+            [str(self.bin), "--config", str(self.cfg), "--", "--no-huge", "--no-shconf",
+             "-m", "512", "--no-pci", "--file-prefix", self.prefix],
+            stdout=self._logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return self
+
+    def wait_api(self, timeout=120.0):
+        """The first connection the API accepts (it listens once the whole
+        state is restored and published)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"straitd exited ({self.proc.returncode}): "
+                                   + self.log.read_text()[-1500:])
+            try:
+                return Api(self.sock)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"straitd: no API after {timeout}s")
+                time.sleep(0.002)
+
+    def stop(self, sig=signal.SIGTERM, timeout=60.0):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"straitd ignored {sig.name} for {timeout}s: SIGKILL")
+            self.proc.kill()
+            self.proc.wait()
+        self._logf.close()
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+        return self.proc.returncode
+
+
+class Events:
+    """events.subscribe on its own connection, read by a thread."""
+
+    def __init__(self, sock):
+        self.api = Api(sock, timeout=None)
+        self.api.send("events.subscribe")
+        assert self.api.line().get("ok")
+        self.seen = []
+        self.lock = threading.Lock()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        try:
+            while True:
+                ev = self.api.line()
+                if "event" in ev:
+                    with self.lock:
+                        self.seen.append(ev)
+        except (ConnectionError, OSError, ValueError):
+            pass
+
+    def of(self, port, name):
+        with self.lock:
+            return [e for e in self.seen if e["port"] == port and e["event"] == name]
+
+    def close(self):
+        try:
+            self.api.s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.api.close()
+        self.t.join(2)
+
+
+class Gen:
+    """strait-gen in one of its modes; stdout lines kept as they come."""
+
+    def __init__(self, build, work, name, eal, args):
+        self.name = name
+        self.prefix = f"slc{os.getpid()}{name}"
+        self.logpath = Path(work) / f"gen-{name}.log"
+        cmd = [str(Path(build) / "bench" / "strait-gen"), "-l", "0", "--no-huge", "--no-shconf",
+               "--no-pci", "--no-telemetry", "--log-level=lib.eal:error", "--file-prefix",
+               self.prefix, *eal, "--", *args]
+        self.lines = []
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        with open(self.logpath, "w") as f:
+            for line in self.proc.stdout:
+                f.write(line)
+                f.flush()
+                with self.lock:
+                    self.lines.append(line.rstrip("\n"))
+
+    def matching(self, prefix):
+        with self.lock:
+            return [line for line in self.lines if line.startswith(prefix)]
+
+    def wait_line(self, prefix, timeout):
+        """The first line starting with prefix."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.matching(prefix):
+                return line
+            if self.proc.poll() is not None and not self.t.is_alive():
+                break
+            time.sleep(0.005)
+        return None
+
+    def stop(self, timeout=10.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.t.join(5)
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+        return self.proc.returncode
+
+
+def fields(line):
+    """'KEY a=1 b=2.5' -> {'a': '1', 'b': '2.5'}"""
+    return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+
+
+def bind_params(i, path, mac=None, mode="client"):
+    return {"id": port_uuid(i), "network": NETWORK,
+            "mac": mac or f"02:1c:00:00:{i >> 8 & 0xff:02x}:{i & 0xff:02x}",
+            "attach": {"type": "vhost", "path": str(path), "mode": mode}}
+
+
+# ---- the scenarios -------------------------------------------------------------
+
+
+def bind_sequential(sw, params):
+    """One call at a time: each call's reply time, and the total."""
+    api = Api(sw.sock)
+    lat = []
+    t0 = time.monotonic()
+    for p in params:
+        t = time.monotonic()
+        api.call("port.bind", p)
+        lat.append((time.monotonic() - t) * 1e3)
+    total = (time.monotonic() - t0) * 1e3
+    api.close()
+    return lat, total
+
+
+def bind_parallel(sw, params, conns):
+    """All requests written at once over `conns` connections (straitd takes
+    one request per connection at a time), replies read by one select loop.
+    Returns the total time: per-call times are not meaningful here."""
+    apis = [Api(sw.sock) for _ in range(conns)]
+    batches = [params[c::conns] for c in range(conns)]
+    t0 = time.monotonic()
+    for api, batch in zip(apis, batches):
+        api.s.sendall("".join(json.dumps({"id": p["id"], "method": "port.bind", "params": p}) + "\n"
+                              for p in batch).encode())
+    left = {api.s: len(batch) for api, batch in zip(apis, batches) if batch}
+    by_sock = {api.s: api for api in apis}
+    errors = []
+    while left:
+        ready, _, _ = select.select(list(left), [], [], 60)
+        if not ready:
+            raise RuntimeError(f"parallel bind: no reply for 60 s ({sum(left.values())} left)")
+        for s in ready:
+            api = by_sock[s]
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("straitd closed an API connection")
+            api.buf += chunk
+            *lines, api.buf = api.buf.split(b"\n")
+            for line in lines:
+                r = json.loads(line)
+                if not r.get("ok"):
+                    errors.append(r.get("error"))
+                left[s] -= 1
+            if left[s] == 0:
+                del left[s]
+    total = (time.monotonic() - t0) * 1e3
+    for a in apis:
+        a.close()
+    if errors:
+        raise RuntimeError(f"parallel bind: {len(errors)} refused, e.g. {errors[0]}")
+    return total
+
+
+def check_all_live(sw, ids):
+    api = Api(sw.sock)
+    ports = {p["id"]: p for p in api.call("port.list")["ports"]}
+    api.close()
+    missing = [i for i in ids if i not in ports or ports[i]["dp_port"] is None]
+    if missing:
+        raise RuntimeError(f"{len(missing)} bound port(s) not in the datapath, e.g. {missing[0]}")
+
+
+def scenario_control(sw, n, conns, vdir, results):
+    api = Api(sw.sock)
+    api.call("network.create", {"id": NETWORK, "type": "local"})
+    api.close()
+    params = [bind_params(i, vdir / f"p{i}.sock") for i in range(n)]
+    ids = [p["id"] for p in params]
+    log(f"control: binding {n} ports, one call at a time")
+    lat, total = bind_sequential(sw, params)
+    check_all_live(sw, ids)
+    results.append({"scenario": f"control_{n}_ports_sequential", "metric": "bind_reply_ms",
+                    **summary(lat), "total_ms": total, "ports": n,
+                    "binds_per_s": n / (total / 1e3)})
+    log(f"control: {n} binds in {total:.0f} ms; unbinding them")
+    api = Api(sw.sock)
+    t0 = time.monotonic()
+    for i in ids:
+        api.call("port.unbind", {"id": i})
+    unbind_ms = (time.monotonic() - t0) * 1e3
+    api.close()
+    log(f"control: {n} unbinds in {unbind_ms:.0f} ms; binding them over {conns} connections")
+    total = bind_parallel(sw, params, conns)
+    check_all_live(sw, ids)
+    results.append({"scenario": f"control_{n}_ports_parallel", "metric": "all_binds_total_ms",
+                    **summary([total]), "total_ms": total, "ports": n, "connections": conns,
+                    "binds_per_s": n / (total / 1e3), "unbind_sequential_total_ms": unbind_ms})
+    log(f"control: {n} binds over {conns} connections in {total:.0f} ms; unbinding them")
+    api = Api(sw.sock)
+    for i in ids:
+        api.call("port.unbind", {"id": i})
+    # The F5 path: every port in one request, one transaction, one snapshot.
+    log(f"control: binding {n} ports in one bulk port.bind")
+    t0 = time.monotonic()
+    bound = api.call("port.bind", {"ports": params})["ports"]
+    total = (time.monotonic() - t0) * 1e3
+    api.close()
+    if len(bound) != n:
+        raise RuntimeError(f"bulk bind: {len(bound)} ports in the reply, not {n}")
+    check_all_live(sw, ids)
+    results.append({"scenario": f"control_{n}_ports", "metric": "bulk_bind_total_ms",
+                    **summary([total]), "total_ms": total, "ports": n,
+                    "binds_per_s": n / (total / 1e3)})
+    log(f"control: {n} ports in one bulk bind: {total:.0f} ms")
+
+
+def scenario_vif_plugged(sw, build, work, vdir, cycles, results):
+    path = vdir / "cc.sock"
+    pid = port_uuid(0xcc0000)
+    api = Api(sw.sock)
+    api.call("port.bind", bind_params(0xcc0000, path, mac="02:cc:00:00:00:01", mode="server"))
+    api.close()
+    ev = Events(sw.sock)
+    hold_ms, gap_ms = 100, 20
+    log(f"vif-plugged: {cycles} plug/unplug cycles of a virtio-user guest "
+        f"(hold {hold_ms} ms, pause {gap_ms} ms)")
+    gen = Gen(build, work, "cc", ["-m", "128"],
+              ["--connect-cycles", str(cycles), "--vdev-path", str(path),
+               "--hold-ms", str(hold_ms), "--gap-ms", str(gap_ms)])
+    try:
+        gen.proc.wait(timeout=60 + cycles * (hold_ms + gap_ms + 200) / 1e3)
+    except subprocess.TimeoutExpired:
+        log("vif-plugged: strait-gen still cycling at the deadline: stopped")
+    rc = gen.stop()
+    time.sleep(0.3)  # the last cycle's events
+    plugs = [fields(line) for line in gen.matching("CONNECT ")]
+    failed = len(gen.matching("CONNECT_FAILED"))
+    vifs = sorted(float(e["ts"]) for e in ev.of(pid, "vif-plugged"))
+    downs = len(ev.of(pid, "port-down"))
+    ev.close()
+    # Each vif-plugged belongs to the plug whose window [plug start, next
+    # plug start) holds it; the device counts from when it was started. A
+    # plug without one ("missed"): the guest left (after hold_ms) before the
+    # switch announced it, which the switch then rightly never does.
+    lat, missed, extra = [], 0, 0
+    starts = [float(p["ts"]) - float(p["plug_ms"]) / 1e3 for p in plugs] + [float("inf")]
+    j = 0
+    for k, p in enumerate(plugs):
+        while j < len(vifs) and vifs[j] < starts[k]:
+            j += 1
+            extra += 1
+        mine = []
+        while j < len(vifs) and vifs[j] < starts[k + 1]:
+            mine.append(vifs[j])
+            j += 1
+        if not mine:
+            missed += 1
+            continue
+        lat.append((mine[0] - float(p["ts"])) * 1e3)
+        extra += len(mine) - 1
+    plug_ms = [float(p["plug_ms"]) for p in plugs]
+    results.append({"scenario": "vif_plugged_latency", "metric": "new_device_to_vif_plugged_ms",
+                    **summary(lat), "cycles": len(plugs) + failed, "plugs_failed": failed,
+                    "missed": missed, "unpaired_events": extra, "port_down_events": downs,
+                    "guest_plug_ms_p50": percentile(plug_ms, 50), "strait_gen_rc": rc,
+                    "hold_ms": hold_ms, "gap_ms": gap_ms})
+    log(f"vif-plugged: {len(lat)} paired of {len(plugs)} plugs ({failed} failed, {missed} "
+        f"without vif-plugged, {downs} port-down events)")
+
+
+def first_resume_after(gen, t0, timeout):
+    """The first delivery strait-gen saw resume after wall-clock time t0."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in gen.matching("RX_RESUME"):
+            ts = float(fields(line)["ts"])
+            if ts >= t0:
+                return ts
+        if gen.proc.poll() is not None:
+            return None
+        time.sleep(0.005)
+    return None
+
+
+def scenario_restart(sw, build, work, vdir, n, restarts, sig, results):
+    s1, s2 = vdir / "vm1.sock", vdir / "vm2.sock"
+    gen = Gen(build, work, "gw", ["-m", "256",
+                                  "--vdev", f"virtio_user0,path={s1},server=1,queue_size=1024",
+                                  "--vdev", f"virtio_user1,path={s2},server=1,queue_size=1024"],
+              ["--gap-watch", "20", "--interval-us", "200", "--src-mac", MAC1, "--dst-mac", MAC2,
+               "--link-timeout", "60"])
+    first, listed, stop_ms = [], [], []
+    try:
+        n_ports = bind_guests(sw, gen, s1, s2)
+        for r in range(restarts):
+            time.sleep(1.0)  # traffic flowing
+            t = time.monotonic()
+            rc = sw.stop(sig)
+            stop_ms.append((time.monotonic() - t) * 1e3)
+            if rc not in (0, -sig):
+                raise RuntimeError(f"straitd stop -> {rc}: " + sw.log.read_text()[-1500:])
+            sw.start()
+            api = sw.wait_api()
+            ports = api.call("port.list")["ports"]
+            t_list = time.time()
+            api.close()
+            if len(ports) != n_ports or any(p["dp_port"] is None for p in ports):
+                raise RuntimeError(f"restart {r + 1}: {len(ports)} of {n_ports} ports restored")
+            resume = first_resume_after(gen, sw.started_at, 60)
+            if resume is None:
+                raise RuntimeError(f"restart {r + 1}: no frame between the guests 60 s after "
+                                   "the restart: " + "\n".join(gen.lines[-5:]))
+            first.append((resume - sw.started_at) * 1e3)
+            listed.append((t_list - sw.started_at) * 1e3)
+            log(f"restart {r + 1}: {n_ports} ports listed {listed[-1]:.0f} ms, first frame "
+                f"{first[-1]:.0f} ms after the process start (stop took {stop_ms[-1]:.0f} ms)")
+    finally:
+        gen.stop()
+    tail = gen.matching("GAPWATCH_RESULT")
+    common = {"ports": n_ports, "restarts": len(first), "signal": sig.name,
+              "stop_ms_p50": percentile(stop_ms, 50),
+              "gapwatch": fields(tail[0]) if tail else None}
+    results.append({"scenario": f"restart_{n}_ports", "metric": "start_to_first_frame_ms",
+                    **summary(first), **common})
+    results.append({"scenario": f"restart_{n}_ports", "metric": "start_to_all_ports_listed_ms",
+                    **summary(listed), **common})
+
+
+def bind_guests(sw, gen, s1, s2):
+    """Binds the two guests' ports (client mode) and waits for traffic
+    between them; returns how many ports are bound in all."""
+    api = Api(sw.sock)
+    # A virtio-user server creates its socket and waits there for the
+    # switch before it creates the next one.
+    for k, (path, mac) in enumerate(((s1, MAC1), (s2, MAC2))):
+        deadline = time.monotonic() + 30
+        while not path.exists():
+            if gen.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"strait-gen --gap-watch did not create {path}: "
+                                   + "\n".join(gen.lines[-5:]))
+            time.sleep(0.02)
+        api.call("port.bind", bind_params(0xf00001 + k, path, mac=mac))
+    n_ports = len(api.call("port.list")["ports"])
+    api.close()
+    if not gen.wait_line("RX_FIRST", 60):
+        raise RuntimeError("no frame between the two guests before any restart: "
+                           + "\n".join(gen.lines[-5:]))
+    return n_ports
+
+
+# ---- report --------------------------------------------------------------------
+
+
+def fmt(v, nd=2):
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def table(results):
+    head = f"{'scenario':<28} {'metric':<30} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} " \
+           f"{'min ms':>9} {'max ms':>9}  notes"
+    out = [head, "-" * len(head)]
+    for r in results:
+        notes = []
+        if "total_ms" in r:
+            notes.append(f"total {r['total_ms']:.0f} ms ({r['binds_per_s']:.0f} binds/s)")
+        if "missed" in r:
+            notes.append(f"missed {r['missed']}, plug p50 {fmt(r['guest_plug_ms_p50'])} ms")
+        if r.get("metric") == "start_to_all_ports_listed_ms":
+            notes.append(f"{r['ports']} ports, stop ({r['signal']}) "
+                         f"p50 {fmt(r['stop_ms_p50'], 0)} ms")
+        if "error" in r:
+            notes.append("FAILED: " + r["error"])
+        out.append(f"{r['scenario']:<28} {r.get('metric', ''):<30} {r.get('samples', 0):>5} "
+                   f"{fmt(r.get('p50')):>9} {fmt(r.get('p99')):>9} {fmt(r.get('min')):>9} "
+                   f"{fmt(r.get('max')):>9}  {'; '.join(notes)}")
+    out.append(f"OVS: {NO_ANCHOR}.")
+    return "\n".join(out)
+
+
+def machine():
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return {"host": platform.node(), "kernel": platform.release(), "cpu": cpu,
+            "cpus": os.cpu_count()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build")
+    ap.add_argument("--ports", type=int, default=1000, help="ports to bind (default 1000)")
+    ap.add_argument("--cycles", type=int, default=1000, help="vif-plugged cycles (default 1000)")
+    ap.add_argument("--restarts", type=int, default=3, help="straitd restarts (default 3)")
+    ap.add_argument("--conns", type=int, default=8, help="connections of the parallel bind")
+    ap.add_argument("--restart-signal", choices=["TERM", "KILL"], default="TERM")
+    ap.add_argument("--worker", type=int, default=1, help="straitd's worker lcore (default 1)")
+    ap.add_argument("--out", help="JSON and logs directory (default BUILD/bench-results)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    a = ap.parse_args()
+    if not 1 <= a.ports <= 1000:
+        ap.error("--ports: 1..1000 (rte_vhost holds at most 1024 sockets; the bench adds 3)")
+    build = Path(a.build).resolve()
+    for t, p in (("straitd", build / "control" / "straitd"),
+                 ("strait-gen", build / "bench" / "strait-gen")):
+        if not p.exists():
+            log(f"building {t} in {build}")
+            subprocess.run(["cmake", "--build", str(build), "--target", t], check=True,
+                           stdout=sys.stderr)
+    out = Path(a.out or build / "bench-results")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = open("/tmp/strait-bench.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit("lifecycle_bench: another benchmark holds /tmp/strait-bench.lock")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    work = Path(tempfile.mkdtemp(prefix="slc.", dir="/tmp"))  # short: sun_path is 108 bytes
+    vdir = work / "v"
+    vdir.mkdir()
+    sig = signal.Signals[f"SIG{a.restart_signal}"]
+    results, failures = [], []
+    idle_start = cpu_idle_pct()
+    log(f"lifecycle bench: {a.ports} ports, {a.cycles} cycles, {a.restarts} restarts; "
+        f"CPUs idle before: {idle_start} %")
+    t_start = time.monotonic()
+    sw = Straitd(build, work, a.worker).start()
+    try:
+        sw.wait_api().close()
+        for name, fn in (("control", lambda: scenario_control(sw, a.ports, a.conns, vdir, results)),
+                         ("vif_plugged", lambda: scenario_vif_plugged(sw, build, work, vdir,
+                                                                      a.cycles, results)),
+                         ("restart", lambda: scenario_restart(sw, build, work, vdir, a.ports,
+                                                              a.restarts, sig, results))):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 (a failed scenario is reported, the rest run)
+                log(f"{name}: FAILED: {e}")
+                failures.append({"scenario": name, "error": str(e)})
+                if sw.proc.poll() is not None:
+                    break
+    finally:
+        sw.stop()
+        logs = out / f"{stamp}-lifecycle-logs"
+        logs.mkdir(exist_ok=True)
+        for f in work.glob("*.log"):
+            shutil.copy(f, logs)
+        if a.keep:
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    idle_end = cpu_idle_pct()
+    for r in results:
+        r["switch"] = "strait"
+    doc = {"results": results, "failures": failures,
+           "anchor": {"ovs": None, "note": NO_ANCHOR},
+           "machine": machine(), "cpu_idle_pct": {"start": idle_start, "end": idle_end},
+           "config": {"ports": a.ports, "cycles": a.cycles, "restarts": a.restarts,
+                      "conns": a.conns, "restart_signal": a.restart_signal,
+                      "worker_lcore": a.worker, "memory": "--no-huge",
+                      "wall_s": round(time.monotonic() - t_start, 1)},
+           "logs": str(logs)}
+    path = out / f"strait-lifecycle-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"strait lifecycle bench: {machine()['cpu']}, {os.cpu_count()} CPUs; CPUs idle "
+          f"{idle_start} % before, {idle_end} % after")
+    print(table(results))
+    for f in failures:
+        print(f"FAILED {f['scenario']}: {f['error']}")
+    print(path)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
