@@ -9,6 +9,9 @@ PKGS=(
   libspdlog-dev libfmt-dev libpugixml-dev libsqlite3-dev libvirt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-scapy python3-pytest tshark iproute2 procps
+  # tests/e2e/test_libvirt_qemu.py: libvirtd + QEMU (TCG) guests, whose
+  # image scripts/vm_image.sh builds from a busybox and Debian's kernel
+  qemu-system-x86 libvirt-daemon-system libvirt-clients busybox-static cpio
 )
 missing=()
 for p in "${PKGS[@]}"; do
