@@ -103,6 +103,8 @@ class Switch {
   void network_delete(const nlohmann::json& params, Done done);
   void port_bind(const nlohmann::json& params, Done done);
   Status bind_all(const std::vector<PortSpec>& specs, bool bulk);
+  void log_level(const nlohmann::json& params, Done done);
+  nlohmann::json mempool_json() const;
   void port_unbind(const nlohmann::json& params, Done done);
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;

@@ -1,6 +1,9 @@
 // The API methods of Switch: each validates everything before it changes
 // anything, and a refusal leaves no trace (docs/api.md).
 #include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_mempool.h>
+#include <spdlog/spdlog.h>
 
 #include "control/switch.h"
 #include "vhost/vhost_port.h"
@@ -73,6 +76,7 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   }
   if (method == "show") return done(ok_reply(show()));
   if (method == "stats") return done(ok_reply(stats()));
+  if (method == "log.level") return log_level(params, std::move(done));
   done(error_reply(invalid("method: unknown method '" + method + "'")));
 }
 
@@ -221,6 +225,24 @@ void Switch::port_unbind(const json& params, Done done) {
   });
 }
 
+// straitd's log level, and DPDK's with it, changed at run time (an
+// operator chasing a problem at 3 a.m. must not restart the switch).
+void Switch::log_level(const json& params, Done done) {
+  if (!params.is_object() || !params.contains("level"))
+    return done(ok_reply({{"level", spdlog::level::to_string_view(spdlog::get_level()).data()}}));
+  const json& v = params["level"];
+  static const std::map<std::string, std::pair<spdlog::level::level_enum, uint32_t>> kLevels = {
+      {"debug", {spdlog::level::debug, RTE_LOG_DEBUG}}, {"info", {spdlog::level::info, RTE_LOG_INFO}},
+      {"warning", {spdlog::level::warn, RTE_LOG_WARNING}}, {"error", {spdlog::level::err, RTE_LOG_ERR}}};
+  auto it = v.is_string() ? kLevels.find(v.get<std::string>()) : kLevels.end();
+  if (it == kLevels.end())
+    return done(error_reply(invalid("level: expected one of debug, info, warning, error")));
+  spdlog::set_level(it->second.first);
+  rte_log_set_global_level(it->second.second);
+  spdlog::log(it->second.first, "log level set to {}", it->first);
+  done(ok_reply({{"level", it->first}}));
+}
+
 json Switch::network_json(const NetworkSpec& n) const {
   json j = to_json(n);
   j["local_vlan"] = model_.local_vlan(n.id);
@@ -269,7 +291,17 @@ json Switch::show() const {
   for (const auto& [id, p] : model_.ports()) ports.push_back(port_json(p));
   return {{"version", STRAIT_VERSION}, {"generation", publisher_.generation()},
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
-          {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()}};
+          {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()},
+          {"mempool", mempool_json()}};
+}
+
+// The packet buffers: sized at start from workers and physnets (not OVS's
+// fixed 788 MB per NUMA node per MTU), and how many are in use now.
+json Switch::mempool_json() const {
+  const size_t obj = pool_->header_size + pool_->elt_size + pool_->trailer_size;
+  return {{"name", pool_->name}, {"buffers", pool_->size},
+          {"in_use", rte_mempool_in_use_count(pool_)}, {"buffer_bytes", obj},
+          {"memory_bytes", obj * pool_->populated_size}};
 }
 
 json Switch::stats() const {

@@ -306,6 +306,23 @@ TEST_F(SwitchTest, BulkBindIsAllOrNothing) {
   EXPECT_EQ(b.wait_for(1).size(), 1u);
 }
 
+// Operations: the log level changes at run time and an unknown level is
+// refused without changing it; show reports the packet-buffer pool.
+TEST_F(SwitchTest, LogLevelChangesAtRunTimeAndShowReportsMempool) {
+  EXPECT_EQ(h_->ok("log.level", {{"level", "debug"}})["level"], "debug");
+  EXPECT_EQ(h_->ok("log.level")["level"], "debug");
+  json r = h_->call("log.level", {{"level", "chatty"}});
+  EXPECT_FALSE(r["ok"].get<bool>());
+  EXPECT_EQ(r["error"]["code"], "invalid_argument");
+  EXPECT_EQ(h_->ok("log.level")["level"], "debug");
+  EXPECT_EQ(h_->ok("log.level", {{"level", "info"}})["level"], "info");
+  const json pool = h_->ok("show")["mempool"];
+  EXPECT_GE(pool["buffers"].get<uint64_t>(), 16384u);
+  EXPECT_LE(pool["in_use"].get<uint64_t>(), pool["buffers"].get<uint64_t>());
+  EXPECT_GE(pool["memory_bytes"].get<uint64_t>(),
+            pool["buffers"].get<uint64_t>() * pool["buffer_bytes"].get<uint64_t>());
+}
+
 // An API change is live when its reply arrives: once port.unbind returns,
 // no frame sent after that reaches the unbound port, while traffic runs.
 TEST_F(SwitchTest, UnbindIsLiveWhenTheCallReturns) {
