@@ -315,25 +315,6 @@ void init_mbuf_frame(rte_mempool* mp, void* arg, void* obj, unsigned) {
   write_headers(d, l, 0);
 }
 
-int port_setup(uint16_t port, rte_mempool* mp) {
-  rte_eth_conf conf{};
-  int rc = rte_eth_dev_configure(port, 1, 1, &conf);
-  if (rc < 0) return rc;
-  uint16_t nrx = kRingSize, ntx = kRingSize;
-  rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
-  if (rc < 0) return rc;
-  const int sock = rte_eth_dev_socket_id(port);
-  const unsigned s = sock < 0 ? 0 : static_cast<unsigned>(sock);
-  rc = rte_eth_rx_queue_setup(port, 0, nrx, s, nullptr, mp);
-  if (rc < 0) return rc;
-  rc = rte_eth_tx_queue_setup(port, 0, ntx, s, nullptr);
-  if (rc < 0) return rc;
-  rc = rte_eth_dev_start(port);
-  if (rc < 0) return rc;
-  rte_eth_promiscuous_enable(port);  // unsupported on some vdevs: ignore
-  return 0;
-}
-
 std::string port_name(uint16_t port) {
   char name[RTE_ETH_NAME_MAX_LEN] = "?";
   rte_eth_dev_get_name_by_port(port, name);
@@ -376,6 +357,14 @@ int start_port_lsc(uint16_t port, rte_mempool* mp, uint16_t ring) {
   if ((rc = rte_eth_rx_queue_setup(port, 0, ring, s, nullptr, mp)) < 0) return rc;
   if ((rc = rte_eth_tx_queue_setup(port, 0, ring, s, nullptr)) < 0) return rc;
   return rte_eth_dev_start(port);
+}
+
+// The generator's ports: like every mode's, with the link status interrupt,
+// so a "VM" whose switch side unbinds and binds again reconnects.
+int port_setup(uint16_t port, rte_mempool* mp) {
+  const int rc = start_port_lsc(port, mp, kRingSize);
+  if (rc == 0) rte_eth_promiscuous_enable(port);  // unsupported on some vdevs: ignore
+  return rc;
 }
 
 // A guest plugged and unplugged N times on a socket the switch serves. The
