@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 CEILING = "ceiling"
+OVS = "ovs"
 
 
 def p90(values):
@@ -177,27 +178,33 @@ def main():
               f"{f(r['gbps_l1_median'], 7, 2)} {f(r['txfail_mpps_median'])} {reps_s:>5}  "
               f"{counters(r['switch_metrics'])}")
 
+    # Each switch against the ceiling, and Strait against OVS: same run,
+    # same generator, same cores.
     ratios = []
     for (sc, size, flows), sws in points.items():
-        base = next((r for r in results if r["switch"] == CEILING and r["scenario"] == sc
-                     and r["size"] == size and r["flows"] == flows), None)
-        for r in results:
-            if (r["switch"] == CEILING or r["scenario"] != sc or r["size"] != size
-                    or r["flows"] != flows):
+        def at(switch):
+            return next((r for r in results if r["switch"] == switch and r["scenario"] == sc
+                         and r["size"] == size and r["flows"] == flows), None)
+        pairs = [(r["switch"], CEILING) for r in results if r["switch"] != CEILING]
+        pairs.append(("strait", OVS))
+        for sw, ref in pairs:
+            r, base = at(sw), at(ref)
+            if r is None or base is None or r["scenario"] != sc:
                 continue
             med = (r["median_mpps"] / base["median_mpps"]
-                   if base and base["median_mpps"] and r["median_mpps"] is not None else None)
-            q = (r["p90"] / base["p90"] if base and base["p90"] and r["p90"] is not None else None)
-            ratios.append({"switch": r["switch"], "scenario": sc, "size": size, "flows": flows,
+                   if base["median_mpps"] and r["median_mpps"] is not None else None)
+            q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
+            ratios.append({"switch": sw, "reference": ref, "scenario": sc, "size": size,
+                           "flows": flows,
                            "median_ratio": round(med, 3) if med is not None else None,
                            "p90_ratio": round(q, 3) if q is not None else None})
     if ratios:
         print()
-        hdr = f"{'scenario':9} {'size':>5} {'flows':>7} {'switch / ceiling':18} {'median':>7} {'p90-1s':>7}"
+        hdr = f"{'scenario':9} {'size':>5} {'flows':>7} {'switch / reference':18} {'median':>7} {'p90-1s':>7}"
         print(hdr)
         print("-" * len(hdr))
-        for x in ratios:
-            print(f"{x['scenario']:9} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + CEILING:18} "
+        for x in sorted(ratios, key=lambda x: (x["reference"] != CEILING, x["scenario"], x["size"], x["flows"])):
+            print(f"{x['scenario']:9} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + x['reference']:18} "
                   f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
     if failures:
         print()
