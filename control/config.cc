@@ -1,5 +1,6 @@
 #include "control/config.h"
 
+#include <arpa/inet.h>
 #include <sys/un.h>
 #include <toml++/toml.h>
 
@@ -110,7 +111,9 @@ class Reader {
 };
 
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
-  if (auto s = r.known_keys(doc, "", {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost"}); !s) {
+  if (auto s = r.known_keys(doc, "", {"state_dir", "api_socket", "datapath", "physnets", "libvirt",
+                                      "vhost", "metrics"});
+      !s) {
     return s;
   }
   if (auto n = doc.get("state_dir")) {
@@ -290,6 +293,61 @@ Status read_vhost(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+// "ADDRESS:PORT" with a numeric address: "127.0.0.1:9464", "[::1]:9464".
+// No host names: the endpoint must not depend on a resolver at start-up.
+Status read_listen(const Reader& r, const std::string& v, Config& c) {
+  const std::string path = "metrics.listen";
+  const std::string form =
+      "\"" + v + "\" is not ADDRESS:PORT (such as \"127.0.0.1:9464\" or \"[::1]:9464\")";
+  std::string host, port;
+  if (!v.empty() && v[0] == '[') {
+    const size_t close = v.find(']');
+    if (close == std::string::npos || close + 1 >= v.size() || v[close + 1] != ':')
+      return r.error(path, form);
+    host = v.substr(1, close - 1);
+    port = v.substr(close + 2);
+  } else {
+    const size_t colon = v.rfind(':');
+    if (colon == std::string::npos) return r.error(path, form);
+    host = v.substr(0, colon);
+    port = v.substr(colon + 1);
+    if (host.find(':') != std::string::npos)
+      return r.error(path, "\"" + v + "\": an IPv6 address goes in brackets (\"[::1]:9464\")");
+  }
+  in6_addr scratch;
+  const int family = v[0] == '[' ? AF_INET6 : AF_INET;
+  if (host.empty() || inet_pton(family, host.c_str(), &scratch) != 1) {
+    return r.error(path, "\"" + host + "\" is not a numeric " +
+                             (family == AF_INET ? "IPv4" : "IPv6") + " address");
+  }
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) < 1 ||
+      std::stoi(port) > 65535) {
+    return r.error(path, "port \"" + port + "\" is not a number 1..65535");
+  }
+  c.metrics_address = host;
+  c.metrics_port = static_cast<uint16_t>(std::stoi(port));
+  return ok();
+}
+
+Status read_metrics(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "metrics", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "metrics", {"enabled", "listen"}); !s) return s;
+  if (auto n = t->get("enabled")) {
+    auto v = r.boolean(*n, "metrics.enabled");
+    if (!v) return v.error();
+    c.metrics_enabled = *v;
+  }
+  if (auto n = t->get("listen")) {
+    auto s = r.string(*n, "metrics.listen");
+    if (!s) return s.error();
+    if (auto st = read_listen(r, *s, c); !st) return st;
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<Config> parse_config(std::string_view toml_text, const std::string& origin) {
@@ -324,6 +382,9 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("vhost")) {
     if (auto s = read_vhost(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("metrics")) {
+    if (auto s = read_metrics(r, *n, c); !s) return s.error();
   }
   return c;
 }

@@ -29,6 +29,11 @@ struct Config {
   std::string vhost_socket_owner;
   std::string vhost_socket_group;
   uint32_t vhost_socket_mode = 0660;
+  // [metrics]: the Prometheus endpoint (control/metrics.h), `listen` split
+  // into a numeric address (IPv4, or IPv6 without brackets) and a port.
+  bool metrics_enabled = true;
+  std::string metrics_address = "127.0.0.1";
+  uint16_t metrics_port = 9464;
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

@@ -20,7 +20,9 @@
 #include "control/config.h"
 #include "control/event_loop.h"
 #include "control/libvirt_watcher.h"
+#include "control/metrics.h"
 #include "control/switch.h"
+#include "control/telemetry.h"
 #include "vhost/vhost_port.h"
 
 namespace {
@@ -61,6 +63,18 @@ int run(const Config& cfg) {
     spdlog::error("{}", api.error().message);
     return 1;
   }
+  // The switch forwards without its metrics: a port taken by something else
+  // is logged, not fatal (docs/api.md, [metrics]).
+  std::unique_ptr<strait::ctl::MetricsServer> metrics;
+  if (cfg.metrics_enabled) {
+    auto m = strait::ctl::MetricsServer::listen(cfg.metrics_address, cfg.metrics_port, &loop,
+                                                sw->get());
+    if (m) {
+      metrics = std::move(*m);
+    } else {
+      spdlog::error("{}; running without the metrics endpoint", m.error().message);
+    }
+  }
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
@@ -99,12 +113,15 @@ int run(const Config& cfg) {
   while (!stop) {
     loop.run_once((*sw)->busy() ? 1 : 10);
     (*sw)->poll();
+    strait::ctl::telemetry_tick(**sw);
   }
   if (watcher) {
     (*sw)->set_watcher(nullptr);
     watcher.reset();
   }
+  strait::ctl::telemetry_shutdown();
   (*sw)->stop_workers();
+  metrics.reset();
   api->reset();  // no more requests; removes the socket
   sw->reset();   // closes every device
   close(sfd);
@@ -188,6 +205,11 @@ int main(int argc, char** argv) {
   for (auto& a : args) cargs.push_back(a.data());
   if (rte_eal_init(static_cast<int>(cargs.size()), cargs.data()) < 0) {
     fprintf(stderr, "straitd: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  // dpdk-telemetry.py's /strait/* commands and dpdk-dumpcap (control/telemetry.h).
+  if (auto st = strait::ctl::telemetry_init(); !st) {
+    fprintf(stderr, "straitd: %s\n", st.error().message.c_str());
     return 1;
   }
   int rc = run(cfg);

@@ -223,6 +223,7 @@ void Switch::poll() {
   drain_vhost_events();
   drain_learn_events();
   age_learned();
+  poll_cache_dumps();
 }
 
 Switch::PortRuntime* Switch::port_by_vhost(const std::string& path, int vid, std::string* id) {

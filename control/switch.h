@@ -4,6 +4,7 @@
 // publisher. Every API change goes: validate all -> open devices -> commit
 // to the model -> publish one snapshot -> answer after the grace period.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -43,7 +44,7 @@ class Switch {
   // Control-loop tick: grace periods, learned MACs, aging. Never blocks.
   void poll();
   // Whether poll() has work waiting on a grace period (poll more often).
-  bool busy() const { return publisher_.busy(); }
+  bool busy() const { return publisher_.busy() || !dumps_.empty(); }
 
   const Model& model() const { return model_; }
   const Publisher& publisher() const { return publisher_; }
@@ -106,6 +107,11 @@ class Switch {
   void log_level(const nlohmann::json& params, Done done);
   nlohmann::json mempool_json() const;
   void port_unbind(const nlohmann::json& params, Done done);
+  // Observability (switch_inspect.cc): trace and cache.dump.
+  void trace(const nlohmann::json& params, Done done);
+  void cache_dump(const nlohmann::json& params, Done done);
+  void poll_cache_dumps();
+  nlohmann::json dp_port_ref(uint16_t dp) const;  // {"dp_port", "name"}
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;
 
@@ -163,6 +169,15 @@ class Switch {
   const LibvirtWatcher* watcher_ = nullptr;
   std::map<std::string, uint64_t> lifecycle_events_;  // by kind
   std::map<std::string, uint64_t> lifecycle_skips_;   // by reason
+  // cache.dump requests, served in order; the first one is in flight.
+  struct PendingDump {
+    std::vector<uint16_t> workers;
+    std::vector<uint8_t> state;  // per worker: 0 to ask, 1 asked, 2 answered
+    nlohmann::json out;          // per worker, once answered
+    uint64_t deadline_tsc = 0;
+    Done done;
+  };
+  std::deque<PendingDump> dumps_;
 };
 
 }  // namespace strait::ctl

@@ -76,6 +76,8 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   }
   if (method == "show") return done(ok_reply(show()));
   if (method == "stats") return done(ok_reply(stats()));
+  if (method == "trace") return trace(params, std::move(done));
+  if (method == "cache.dump") return cache_dump(params, std::move(done));
   if (method == "log.level") return log_level(params, std::move(done));
   done(error_reply(invalid("method: unknown method '" + method + "'")));
 }

@@ -54,6 +54,7 @@ int Worker::run() noexcept {
       flush_all(*s);
       stats_->generation.store(s->generation, std::memory_order_relaxed);
     }
+    dump_.serve(cache_, last_gen);  // between bursts, and before any nap
     // Nothing of `s` is used past this point.
     rte_rcu_qsbr_quiescent(shared_->qsbr, id_);
     bump(stats_->iterations);

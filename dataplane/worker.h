@@ -13,6 +13,7 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_spinlock.h>
 
+#include "dataplane/cache_dump.h"
 #include "dataplane/flow_cache.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/stats.h"
@@ -75,6 +76,8 @@ class Worker {
   // Entries of the live generation (control thread, racy by design: a
   // diagnostic snapshot of a cache the worker keeps changing).
   const FlowCache& cache() const { return cache_; }
+  // Copies of the cache made by the worker on request (straitctl cache dump).
+  CacheDumpSlot& cache_dump() { return dump_; }
 
  private:
   struct TxBuffer {
@@ -103,6 +106,7 @@ class Worker {
   DataplaneShared* const shared_;
   const uint32_t idle_sleep_us_;
   FlowCache cache_;
+  CacheDumpSlot dump_;
   std::unique_ptr<WorkerStats> stats_;
   std::unique_ptr<TxBuffer[]> tx_;          // by datapath port
   std::unique_ptr<uint16_t[]> tx_dirty_;    // ports with buffered frames

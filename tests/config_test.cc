@@ -349,5 +349,79 @@ TEST(Config, VhostModeErrors) {
   EXPECT_EQ(refusal("[vhost]\nsocket_mode = 0o200\n"), owner_rw);
 }
 
+// ---- [metrics] -------------------------------------------------------------
+
+TEST(Config, MetricsDefaults) {
+  auto r = parse("");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->metrics_enabled);
+  EXPECT_EQ(r->metrics_address, "127.0.0.1");
+  EXPECT_EQ(r->metrics_port, 9464);
+  r = parse("[metrics]\n");  // an empty table changes nothing
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->metrics_enabled);
+  EXPECT_EQ(r->metrics_address, "127.0.0.1");
+  EXPECT_EQ(r->metrics_port, 9464);
+}
+
+TEST(Config, MetricsKeys) {
+  auto r = parse("[metrics]\nenabled = false\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->metrics_enabled);
+  r = parse("[metrics]\nlisten = \"0.0.0.0:1\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->metrics_enabled);
+  EXPECT_EQ(r->metrics_address, "0.0.0.0");
+  EXPECT_EQ(r->metrics_port, 1);
+  r = parse("[metrics]\nlisten = \"[::1]:65535\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics_address, "::1");  // without brackets: what inet_pton takes
+  EXPECT_EQ(r->metrics_port, 65535);
+  r = parse("[metrics]\nlisten = \"[fe80::1:2]:9100\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics_address, "fe80::1:2");
+  EXPECT_EQ(r->metrics_port, 9100);
+}
+
+TEST(Config, MetricsErrors) {
+  const std::string at = "config /etc/strait.toml: metrics.";
+  EXPECT_EQ(refusal("metrics = true\n"),
+            "config /etc/strait.toml: metrics: expected a table, got true");
+  EXPECT_EQ(refusal("[metrics]\nport = 9464\n"),
+            at + "port: unknown key (expected enabled, listen)");
+  EXPECT_EQ(refusal("[metrics]\nenabled = \"no\"\n"),
+            at + "enabled: expected true or false, got \"no\"");
+  EXPECT_EQ(refusal("[metrics]\nlisten = 9464\n"),
+            at + "listen: expected a string, got integer 9464");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"\"\n"), at + "listen: is empty");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"127.0.0.1\"\n"),
+            at + "listen: \"127.0.0.1\" is not ADDRESS:PORT (such as \"127.0.0.1:9464\" or "
+                 "\"[::1]:9464\")");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"[::1\"\n"),
+            at + "listen: \"[::1\" is not ADDRESS:PORT (such as \"127.0.0.1:9464\" or "
+                 "\"[::1]:9464\")");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"[::1]9464\"\n"),
+            at + "listen: \"[::1]9464\" is not ADDRESS:PORT (such as \"127.0.0.1:9464\" or "
+                 "\"[::1]:9464\")");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"::1:9464\"\n"),
+            at + "listen: \"::1:9464\": an IPv6 address goes in brackets (\"[::1]:9464\")");
+  // Host names are refused: no resolver at start-up.
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"localhost:9464\"\n"),
+            at + "listen: \"localhost\" is not a numeric IPv4 address");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \":9464\"\n"),
+            at + "listen: \"\" is not a numeric IPv4 address");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"127.0.0.256:9464\"\n"),
+            at + "listen: \"127.0.0.256\" is not a numeric IPv4 address");
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"[127.0.0.1]:9464\"\n"),
+            at + "listen: \"127.0.0.1\" is not a numeric IPv6 address");
+  for (const char* port : {"http", "", "0", "65536", "99999999999", "-1", "+80", " 80", "9464 "}) {
+    EXPECT_EQ(refusal("[metrics]\nlisten = \"127.0.0.1:" + std::string(port) + "\"\n"),
+              at + "listen: port \"" + port + "\" is not a number 1..65535")
+        << port;
+  }
+  EXPECT_EQ(refusal("[metrics]\nlisten = \"[::1]:x\"\n"),
+            at + "listen: port \"x\" is not a number 1..65535");
+}
+
 }  // namespace
 }  // namespace strait::ctl

@@ -332,5 +332,103 @@ TEST(StraitctlRender, CellFormats) {
   EXPECT_EQ(cell(json("not an object"), "x"), "-");
 }
 
+// ---- trace, cache dump ------------------------------------------------------
+
+TEST_F(StraitctlArgs, TraceWithFields) {
+  auto p = parse({"trace", "u1", "--dst", "02:00:00:00:00:0b", "--vlan", "100", "--ip-dst",
+                  "10.0.0.2", "--proto", "tcp", "--dport", "22", "-o", "json"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "trace");
+  EXPECT_EQ(p.inv.view, View::kTrace);
+  EXPECT_TRUE(p.inv.json_output);
+  EXPECT_EQ(p.inv.params, json({{"port", "u1"},
+                                {"frame", {{"dst", "02:00:00:00:00:0b"}, {"vlan", 100},
+                                           {"ip_dst", "10.0.0.2"}, {"proto", "tcp"},
+                                           {"dport", 22}}}}));
+  // A protocol number goes as a number; no fields at all: an empty object.
+  EXPECT_EQ(parse({"trace", "u1", "--proto", "47"}).inv.params["frame"]["proto"], 47);
+  EXPECT_EQ(parse({"trace", "physnet:p"}).inv.params,
+            json({{"port", "physnet:p"}, {"frame", json::object()}}));
+}
+
+TEST_F(StraitctlArgs, TraceWithHexFrameExcludesFields) {
+  auto p = parse({"trace", "u1", "--frame", "ffffffffffff020000000001"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"port", "u1"}, {"frame", "ffffffffffff020000000001"}}));
+  EXPECT_EQ(parse({"trace", "u1", "--frame", "00", "--dst", "02:00:00:00:00:01"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"trace"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"trace", "u1", "--vlan", "x"}).rc, kExitUsage);
+}
+
+TEST_F(StraitctlArgs, CacheDump) {
+  auto all = parse({"cache", "dump"});
+  ASSERT_EQ(all.rc, -1) << all.err;
+  EXPECT_EQ(all.inv.method, "cache.dump");
+  EXPECT_EQ(all.inv.view, View::kCacheDump);
+  EXPECT_EQ(all.inv.params, json::object());
+  EXPECT_EQ(parse({"cache", "dump", "--worker", "2"}).inv.params, json({{"worker", 2}}));
+  EXPECT_EQ(parse({"cache"}).rc, kExitUsage);
+}
+
+TEST(StraitctlRender, TraceStepsVerdictAndOutputs) {
+  json t = json::parse(R"J({"generation": 5, "in_port": {"dp_port": 1, "name": "u1"},
+    "frame": {"length": 60, "hex": "00"},
+    "steps": [
+      {"step": "parse", "detail": "well-formed",
+       "key": {"in_port": 1, "dl_src": "02:00:00:00:00:0a", "dl_dst": "ff:ff:ff:ff:ff:ff",
+               "dl_type": "0x0806", "n_tags": 0, "arp_op": 1}},
+      {"step": "in_port", "detail": "access port (a VM's NIC)", "port": {"dp_port": 1, "name": "u1"}},
+      {"step": "flood", "detail": "to every port",
+       "targets": [{"dp_port": 2, "name": "u2", "vlan": null, "up": true},
+                   {"dp_port": 0, "name": "physnet:p", "vlan": 100, "up": true}]}],
+    "verdict": "flood", "drop_reason": null, "actions": [
+      {"dp_port": 2, "name": "u2", "vlan": null, "up": true},
+      {"dp_port": 0, "name": "physnet:p", "vlan": 100, "up": false}],
+    "learn": false, "consistent": true})J");
+  std::string out = render_trace(t);
+  EXPECT_THAT(out, HasSubstr("trace: 60-byte frame from u1, snapshot generation 5"));
+  EXPECT_THAT(out, HasSubstr(" 1. parse    well-formed\n"));
+  EXPECT_THAT(out, HasSubstr("in_port=1 dl_src=02:00:00:00:00:0a dl_dst=ff:ff:ff:ff:ff:ff "
+                             "dl_type=0x0806 arp_op=1\n"));
+  EXPECT_THAT(out, HasSubstr(" 3. flood    to every port\n"));
+  EXPECT_THAT(out, HasSubstr("-> physnet:p (100)\n"));
+  EXPECT_THAT(out, HasSubstr("verdict: flood\n"));
+  EXPECT_THAT(out, HasSubstr("OUTPUT     DP_PORT  VLAN      STATE\n"
+                             "u2               2  untagged  up\n"
+                             "physnet:p        0  100       down (dropped at tx)\n"));
+}
+
+TEST(StraitctlRender, TraceDrop) {
+  json t = json::parse(R"J({"in_port": {"dp_port": 0, "name": "physnet:p"},
+    "steps": [{"step": "ingress_vlan", "detail": "VLAN 101 is no network of this physnet",
+               "drop_reason": "unknown_vlan", "vlan": 101}],
+    "verdict": "drop", "drop_reason": "unknown_vlan",
+    "drop_help": "VLAN id of no network on this physnet", "actions": []})J");
+  std::string out = render_trace(t);
+  EXPECT_THAT(out, HasSubstr("DROP: unknown_vlan\n"));
+  EXPECT_THAT(out, HasSubstr("verdict: drop (unknown_vlan: VLAN id of no network on this physnet)\n"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("OUTPUT")));
+}
+
+TEST(StraitctlRender, CacheDumpTable) {
+  json d = json::parse(R"J({"workers": [{"worker": 0, "generation": 4, "capacity": 4096,
+    "live": 2, "truncated": false, "entries": [
+      {"key": {"in_port": 1, "dl_src": "02:00:00:00:00:0a", "dl_dst": "02:00:00:00:00:0b",
+               "dl_type": "0x0800", "nw_src": "10.0.0.1", "nw_dst": "10.0.0.2", "nw_proto": 17},
+       "scope": "l2", "in_port": {"dp_port": 1, "name": "u1"},
+       "action": {"kind": "output", "port": {"dp_port": 2, "name": "u2"}, "vlan": null}},
+      {"key": {"in_port": 0, "dl_src": "02:00:00:00:99:01", "dl_dst": "ff:ff:ff:ff:ff:ff",
+               "dl_type": "0x0806", "vlan": {"vid": 100, "pcp": 0, "tpid": "0x8100"}},
+       "scope": "l2", "in_port": {"dp_port": 0, "name": "physnet:p"},
+       "action": {"kind": "flood", "local_vlan": 1, "learn": true}}]}]})J");
+  std::string out = render_cache_dump(d);
+  EXPECT_THAT(out, HasSubstr("worker 0: 2 live entries of 4096, generation 4\n"));
+  EXPECT_THAT(out, HasSubstr("IN_PORT    DL_SRC             DL_DST             VLAN  DL_TYPE  "
+                             "L3/L4  SCOPE  ACTION\n"));
+  EXPECT_THAT(out, HasSubstr("output:u2 untagged\n"));
+  EXPECT_THAT(out, HasSubstr("physnet:p  02:00:00:00:99:01  ff:ff:ff:ff:ff:ff   100  0x0806"));
+  EXPECT_THAT(out, HasSubstr("flood lvlan 1, learn\n"));
+}
+
 }  // namespace
 }  // namespace strait::straitctl

@@ -30,12 +30,16 @@ struct Args {
   std::vector<std::string> ips;
   double watch = 0;
   std::string method, raw_params;
+  // trace: the frame as hex, or header fields (sent only when given).
+  std::optional<std::string> frame, dst, src, ethertype, ip_src, ip_dst, proto;
+  std::optional<int64_t> vlan, pcp, sport, dport, length, worker;
 };
 
 struct Commands {
   CLI::App *net_create, *net_delete, *net_list;
   CLI::App *port_bind, *port_unbind, *port_list, *port_show;
   CLI::App *show, *stats, *call, *events;
+  CLI::App *trace = nullptr, *cache_dump = nullptr;
 };
 
 void add_network_commands(CLI::App& app, Args& a, Commands& c) {
@@ -104,6 +108,61 @@ void add_other_commands(CLI::App& app, Args& a, Commands& c) {
   c.call->add_option("JSON-PARAMS", a.raw_params, "Request params, a JSON object");
 }
 
+void add_inspect_commands(CLI::App& app, Args& a, Commands& c) {
+  c.trace = app.add_subcommand(
+      "trace", "Explain what the switch would do with a frame from PORT (nothing is sent)");
+  c.trace->add_option("PORT", a.id, "Port UUID, or physnet:NAME")->required();
+  CLI::Option* frame = c.trace->add_option("--frame", a.frame, "The whole frame, in hex");
+  std::vector<CLI::Option*> fields = {
+      c.trace->add_option("--dst", a.dst, "Destination MAC (default ff:ff:ff:ff:ff:ff)"),
+      c.trace->add_option("--src", a.src, "Source MAC (default: the VM port's own)"),
+      c.trace->add_option("--vlan", a.vlan, "802.1Q VLAN id: the frame is tagged"),
+      c.trace->add_option("--pcp", a.pcp, "802.1Q priority"),
+      c.trace->add_option("--ethertype", a.ethertype, "e.g. 0x0806 (default 0x0800, IPv4)"),
+      c.trace->add_option("--ip-src", a.ip_src, "IPv4 source (ARP: sender address)"),
+      c.trace->add_option("--ip-dst", a.ip_dst, "IPv4 destination (ARP: target address)"),
+      c.trace->add_option("--proto", a.proto, "tcp, udp (default), icmp or a number"),
+      c.trace->add_option("--sport", a.sport, "TCP/UDP source port"),
+      c.trace->add_option("--dport", a.dport, "TCP/UDP destination port"),
+      c.trace->add_option("--length", a.length, "Frame length in bytes (default: 60)")};
+  for (CLI::Option* f : fields) frame->excludes(f);
+  CLI::App* cache = app.add_subcommand("cache", "Workers' flow caches");
+  cache->require_subcommand(1);
+  c.cache_dump = cache->add_subcommand("dump", "The live flow-cache entries of the workers");
+  c.cache_dump->add_option("-w,--worker", a.worker, "Only this worker (default: all)");
+}
+
+// trace's params: the frame as hex, or the header fields given.
+json trace_params(const Args& a) {
+  json p = {{"port", a.id}};
+  if (a.frame) {
+    p["frame"] = *a.frame;
+    return p;
+  }
+  json f = json::object();
+  auto put = [&f](const char* k, const auto& v) {
+    if (v) f[k] = *v;
+  };
+  put("dst", a.dst);
+  put("src", a.src);
+  put("vlan", a.vlan);
+  put("pcp", a.pcp);
+  put("ethertype", a.ethertype);
+  put("ip_src", a.ip_src);
+  put("ip_dst", a.ip_dst);
+  // A number stays a number: the switch takes "tcp" or 6.
+  if (a.proto) {
+    char* end = nullptr;
+    const long n = std::strtol(a.proto->c_str(), &end, 10);
+    f["proto"] = (!a.proto->empty() && *end == '\0') ? json(n) : json(*a.proto);
+  }
+  put("sport", a.sport);
+  put("dport", a.dport);
+  put("length", a.length);
+  p["frame"] = f;
+  return p;
+}
+
 // The request for whichever command was given. Throws CLI::ValidationError
 // for a bad JSON-PARAMS, reported like any other usage error.
 void build_request(const Args& a, const Commands& c, Invocation& inv) {
@@ -153,6 +212,14 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.method = "events.subscribe";
     inv.view = View::kEvents;
     inv.timeout_seconds = 0;  // events come when they come
+  } else if (c.trace && c.trace->parsed()) {
+    inv.method = "trace";
+    inv.view = View::kTrace;
+    p = trace_params(a);
+  } else if (c.cache_dump && c.cache_dump->parsed()) {
+    inv.method = "cache.dump";
+    inv.view = View::kCacheDump;
+    if (a.worker) p = {{"worker", *a.worker}};
   } else if (c.call->parsed()) {
     inv.method = a.method;
     inv.view = View::kRaw;
@@ -193,6 +260,7 @@ int parse_args(int argc, const char* const* argv, Invocation& inv, std::ostream&
   add_network_commands(app, args, cmds);
   add_port_commands(app, args, cmds);
   add_other_commands(app, args, cmds);
+  add_inspect_commands(app, args, cmds);
   try {
     app.parse(argc, argv);
     build_request(args, cmds, inv);

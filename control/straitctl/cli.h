@@ -19,6 +19,8 @@ enum class View {
   kStats,
   kRaw,     // call: the result JSON, always
   kEvents,  // events: one line per event until interrupted
+  kTrace,      // trace: the steps, then the actions
+  kCacheDump,  // cache dump: one row per flow-cache entry
 };
 
 struct Invocation {

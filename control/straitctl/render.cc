@@ -264,4 +264,109 @@ std::string render_stats(const json& stats, const json& previous, double seconds
   return out;
 }
 
+// ---- trace, cache dump ---------------------------------------------------
+
+namespace {
+
+// A datapath port reference {"dp_port", "name"}: its name, else "dp N".
+std::string port_ref(const json& ref) {
+  if (field(ref, "name").is_string()) return ref["name"].get<std::string>();
+  return "dp " + cell(ref, "dp_port");
+}
+
+// The flow key in a fixed order, as key=value pairs.
+std::string key_line(const json& key) {
+  static const char* kOrder[] = {"in_port", "dl_src",   "dl_dst",    "dl_type",  "arp_op",
+                                 "arp_spa", "arp_tpa",  "nw_src",    "nw_dst",   "nw_proto",
+                                 "nw_ttl",  "nw_frag",  "tp_src",    "tp_dst",   "icmp_type",
+                                 "icmp_code", "tcp_flags"};
+  std::string s;
+  for (const char* k : kOrder) {
+    if (!field(key, k).is_null()) s += (s.empty() ? "" : " ") + std::string(k) + "=" + cell(key, k);
+    if (std::string(k) == "dl_type" && field(key, "vlan").is_object()) {
+      const json& v = key["vlan"];
+      s += " vlan=" + cell(v, "vid") + " pcp=" + cell(v, "pcp") + " tpid=" + cell(v, "tpid");
+      if (counter(key, "n_tags") > 1) s += " n_tags=" + cell(key, "n_tags");
+    }
+  }
+  return s;
+}
+
+std::string vlan_cell(const json& obj) {
+  return field(obj, "vlan").is_null() ? "untagged" : cell(obj, "vlan");
+}
+
+}  // namespace
+
+std::string render_trace(const json& trace) {
+  std::string out = "trace: " + cell(field(trace, "frame"), "length") + "-byte frame from " +
+                    port_ref(field(trace, "in_port")) + ", snapshot generation " +
+                    cell(trace, "generation") + " (nothing sent)\n\n";
+  size_t w = 0;
+  for (const json& s : list_field(trace, "steps")) w = std::max(w, cell(s, "step").size());
+  int n = 1;
+  for (const json& s : list_field(trace, "steps")) {
+    const std::string name = cell(s, "step");
+    const std::string indent(4 + w + 2, ' ');
+    out += (n < 10 ? " " : "") + std::to_string(n) + ". " + name +
+           std::string(w - name.size() + 2, ' ') + cell(s, "detail");
+    if (field(s, "port").is_object() && name != "in_port" && name != "learn")
+      out += " -> " + port_ref(s["port"]);
+    else if (field(s, "port").is_object() && name == "learn")
+      out += " (behind " + port_ref(s["port"]) + ")";
+    out += "\n";
+    if (field(s, "key").is_object()) out += indent + key_line(s["key"]) + "\n";
+    for (const json& t : list_field(s, "targets"))
+      out += indent + "-> " + port_ref(t) + " (" + vlan_cell(t) + ")\n";
+    if (!field(s, "drop_reason").is_null()) out += indent + "DROP: " + cell(s, "drop_reason") + "\n";
+    n++;
+  }
+  out += "\nverdict: " + cell(trace, "verdict");
+  if (!field(trace, "drop_reason").is_null())
+    out += " (" + cell(trace, "drop_reason") + ": " + cell(trace, "drop_help") + ")";
+  if (field(trace, "learn") == true) out += "; source MAC reported for learning";
+  out += "\n";
+  if (field(trace, "consistent") == false)
+    out += "warning: the steps above disagree with the datapath's decision (a bug: please report)\n";
+  const json& actions = list_field(trace, "actions");
+  if (!actions.empty()) {
+    Table t({"OUTPUT", "DP_PORT", "VLAN", "STATE"});
+    for (const json& a : actions)
+      t.add({port_ref(a), cell(a, "dp_port"), vlan_cell(a),
+             field(a, "up") == false ? "down (dropped at tx)" : "up"});
+    out += "\n" + t.str();
+  }
+  return out;
+}
+
+std::string render_cache_dump(const json& dump) {
+  std::string out;
+  for (const json& w : list_field(dump, "workers")) {
+    if (!out.empty()) out += "\n";
+    out += "worker " + cell(w, "worker") + ": " + cell(w, "live") + " live entries of " +
+           cell(w, "capacity") + ", generation " + cell(w, "generation") +
+           (field(w, "truncated") == true ? " (list truncated)" : "") + "\n";
+    Table t({"IN_PORT", "DL_SRC", "DL_DST", "VLAN", "DL_TYPE", "L3/L4", "SCOPE", "ACTION"});
+    for (const json& e : list_field(w, "entries")) {
+      const json& k = field(e, "key");
+      const json& a = field(e, "action");
+      std::string l34 = "-";
+      if (field(e, "scope") == "full" && !field(k, "nw_src").is_null()) {
+        l34 = cell(k, "nw_src") + ">" + cell(k, "nw_dst") + " proto " + cell(k, "nw_proto");
+        if (!field(k, "tp_src").is_null()) l34 += " " + cell(k, "tp_src") + ">" + cell(k, "tp_dst");
+      }
+      std::string act = cell(a, "kind");
+      if (act == "output") act += ":" + port_ref(field(a, "port")) + " " + vlan_cell(a);
+      if (act == "flood") act += " lvlan " + cell(a, "local_vlan");
+      if (act == "drop") act += ":" + cell(a, "drop_reason");
+      if (field(a, "learn") == true) act += ", learn";
+      t.add({port_ref(field(e, "in_port")), cell(k, "dl_src"), cell(k, "dl_dst"),
+             field(k, "vlan").is_object() ? cell(k["vlan"], "vid") : "-", cell(k, "dl_type"), l34,
+             cell(e, "scope"), act});
+    }
+    out += t.str();
+  }
+  return out;
+}
+
 }  // namespace strait::straitctl

@@ -33,5 +33,9 @@ std::string render_show(const nlohmann::json& show);
 // packet rates, for `stats --watch`.
 std::string render_stats(const nlohmann::json& stats, const nlohmann::json& previous = nullptr,
                          double seconds = 0);
+// trace: numbered steps, the verdict, the output ports and their tags.
+std::string render_trace(const nlohmann::json& trace);
+// cache dump: per worker, one row per flow-cache entry.
+std::string render_cache_dump(const nlohmann::json& dump);
 
 }  // namespace strait::straitctl

@@ -53,6 +53,12 @@ void print_result(const Invocation& inv, const json& result) {
     case View::kStats:
       std::cout << render_stats(result);
       break;
+    case View::kTrace:
+      std::cout << render_trace(result);
+      break;
+    case View::kCacheDump:
+      std::cout << render_cache_dump(result);
+      break;
     case View::kRaw:
     case View::kEvents:
       break;

@@ -75,6 +75,8 @@ def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extr
     ]
     for name, dev in physnets.items():
         lines += [f"[physnets.{name}]", f'device = "{dev}"']
+    if "[metrics]" not in extra:  # one straitd per test may have the default port
+        lines += ["[metrics]", "enabled = false"]
     if libvirt_uri is None:
         lines += ["[libvirt]", "enabled = false"]
     else:

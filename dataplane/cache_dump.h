@@ -1,0 +1,78 @@
+#pragma once
+// `straitctl cache dump`: a copy of one worker's flow-cache entries. The
+// cache is the worker's own and unsynchronised, so the worker makes the copy
+// itself, between two bursts, when asked through this one-slot mailbox:
+//
+//   control: request()  -- buffer set up, then requested_ (release)
+//   worker:  serve() once per loop iteration: one acquire load of requested_;
+//            when it moved, copy, then answered_ (release)
+//   control: ready() (acquire) from its poll loop, then reads the copy
+//
+// Nothing per packet. The buffer belongs to the worker from request() until
+// ready(); a control thread that gives up waiting must not touch it before.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "dataplane/flow_cache.h"
+
+namespace strait::dp {
+
+struct CacheDumpEntry {
+  FlowKey key;          // the whole key of the frame that created the entry
+  Action action;
+  uint32_t key_bytes;   // how much of the key the cache compares
+  uint32_t generation;
+};
+
+class CacheDumpSlot {
+ public:
+  // Bound on one copy (~450 KiB): a dump is for reading, not for a full
+  // cache of 64 Ki entries; live() still counts them all.
+  static constexpr uint32_t kMaxEntries = 4096;
+
+  // Control thread. Asks for a copy; false while the previous one is unanswered.
+  bool request() {
+    const uint32_t seq = requested_.load(std::memory_order_relaxed);
+    if (answered_.load(std::memory_order_acquire) != seq) return false;
+    if (!buf_) buf_ = std::make_unique<CacheDumpEntry[]>(kMaxEntries);
+    requested_.store(seq + 1, std::memory_order_release);  // publishes buf_
+    return true;
+  }
+  // Control thread: the last request was answered (acquire: the copy is visible).
+  bool ready() const {
+    return answered_.load(std::memory_order_acquire) == requested_.load(std::memory_order_relaxed);
+  }
+  // Control thread, once ready(): the copy.
+  const CacheDumpEntry* entries() const { return buf_.get(); }
+  uint32_t size() const { return n_; }
+  uint32_t live() const { return live_; }          // entries of the generation, copied or not
+  uint32_t generation() const { return gen_; }    // the worker's generation at the copy
+
+  // The worker (or the control thread while workers are stopped), between
+  // bursts: copies the entries of generation gen when asked.
+  void serve(const FlowCache& cache, uint32_t gen) noexcept {
+    const uint32_t seq = requested_.load(std::memory_order_acquire);
+    if (seq == answered_.load(std::memory_order_relaxed)) return;
+    n_ = live_ = 0;
+    gen_ = gen;
+    if (gen != 0) {  // 0 marks empty entries: no snapshot seen yet, nothing cached
+      cache.for_each(gen, [this, gen](const FlowKey& k, uint32_t key_bytes, const Action& a) {
+        if (n_ < kMaxEntries) buf_[n_++] = CacheDumpEntry{k, a, key_bytes, gen};
+        live_++;
+      });
+    }
+    answered_.store(seq, std::memory_order_release);
+  }
+
+ private:
+  // Written by the worker between a request and its answer, read by control after.
+  std::unique_ptr<CacheDumpEntry[]> buf_;  // allocated by control, before the first request
+  uint32_t n_ = 0, live_ = 0, gen_ = 0;
+  // Own cache lines: the worker reads requested_ every iteration, and
+  // nothing else it reads that often should share a line with control's writes.
+  alignas(64) std::atomic<uint32_t> requested_{0};  // control writes
+  alignas(64) std::atomic<uint32_t> answered_{0};   // worker writes
+};
+
+}  // namespace strait::dp

@@ -1,0 +1,248 @@
+#include "dataplane/trace.h"
+
+#include <cstdio>
+
+#include "dataplane/parse.h"
+#include "dataplane/pipeline.h"
+
+namespace strait::dp {
+namespace {
+
+constexpr uint16_t kVidMask = 0x0fff;
+
+std::string format(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+std::string mac_str(const uint8_t* m) {
+  return format("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+const char* net_type_str(NetType t) {
+  switch (t) {
+    case NetType::kLocal: return "local";
+    case NetType::kFlat: return "flat";
+    case NetType::kVlan: return "vlan";
+  }
+  return "?";
+}
+
+// Explains, step by step, the decision pipeline_decide makes (pipeline.cc),
+// reading the same tables in the same order. Returns the drop reason the
+// explanation arrives at (kNone: forwarded). Keep in step with pipeline.cc:
+// trace_frame flags any disagreement.
+class Explainer {
+ public:
+  Explainer(const Snapshot& s, const FlowKey& k, std::vector<TraceStep>* out)
+      : snap_(s), key_(k), out_(*out) {}
+
+  DropReason run() {
+    const PortEntry* port = snap_.port(key_.in_port);
+    if (!port) return stop(TraceStage::kInPort, DropReason::kUnknownPort, "no such port");
+    TraceStep& in = add(TraceStage::kInPort, port->role == PortRole::kAccess
+                                                 ? "access port (a VM's NIC)"
+                                                 : "uplink (physnet NIC)");
+    in.port = key_.in_port;
+    if (!port->enabled) {
+      in.drop = DropReason::kPortDown;
+      in.detail += ", down (binding or device not live)";
+      return in.drop;
+    }
+    if (mac_is_multicast(key_.dl_src) || mac_is_zero(key_.dl_src))
+      return stop(TraceStage::kSourceMac, DropReason::kInvalidSourceMac,
+                  "source " + mac_str(key_.dl_src) + " is multicast or zero");
+    add(TraceStage::kSourceMac, "source " + mac_str(key_.dl_src) + " is a unicast address");
+    return port->role == PortRole::kAccess ? access(*port) : uplink(*port);
+  }
+
+ private:
+  TraceStep& add(TraceStage st, std::string detail) {
+    out_.push_back(TraceStep{st});
+    out_.back().detail = std::move(detail);
+    return out_.back();
+  }
+  TraceStep& drop_step(TraceStage st, DropReason r, std::string detail) {
+    TraceStep& s = add(st, std::move(detail));
+    s.drop = r;
+    return s;
+  }
+  DropReason stop(TraceStage st, DropReason r, std::string detail) {
+    drop_step(st, r, std::move(detail));
+    return r;
+  }
+
+  DropReason access(const PortEntry& port) {
+    if (key_.n_tags != 0)
+      return stop(TraceStage::kIngress, DropReason::kTaggedOnAccess,
+                  format("frame carries %u VLAN tag(s) (outer VLAN %u); access ports are untagged",
+                         key_.n_tags, key_.vlan_tci & kVidMask));
+    TraceStep& s = add(TraceStage::kIngress,
+                       format("untagged on an access port: its network, local VLAN %u", port.lvlan));
+    s.lvlan = port.lvlan;
+    const Network& net = snap_.networks[port.lvlan];
+    if (!net.present)
+      return stop(TraceStage::kNetwork, DropReason::kPortDown, "the port's network is not live");
+    return l2(net, port.lvlan);
+  }
+
+  DropReason uplink(const PortEntry& port) {
+    const UplinkMap& map = snap_.uplinks[port.uplink_map];
+    uint16_t lvlan;
+    if (key_.n_tags == 0) {
+      lvlan = map.flat_lvlan;
+      if (lvlan == 0)
+        return stop(TraceStage::kIngress, DropReason::kNoFlatNetwork,
+                    "untagged, and this physnet has no flat network");
+      add(TraceStage::kIngress, format("untagged: the physnet's flat network, local VLAN %u", lvlan))
+          .lvlan = lvlan;
+    } else {
+      const uint16_t vid = key_.vlan_tci & kVidMask;
+      if (key_.vlan_tpid != kEthTypeVlan) {
+        drop_step(TraceStage::kIngress, DropReason::kUnknownVlan,
+             format("outer tag has TPID 0x%04x, not 802.1Q: no provider network", key_.vlan_tpid))
+            .vid = vid;
+        return DropReason::kUnknownVlan;
+      }
+      lvlan = map.vid_to_lvlan[vid];
+      if (lvlan == 0) {
+        drop_step(TraceStage::kIngress, DropReason::kUnknownVlan,
+             format("VLAN %u is no network of this physnet", vid))
+            .vid = vid;
+        return DropReason::kUnknownVlan;
+      }
+      if (key_.n_tags > 1) {
+        drop_step(TraceStage::kIngress, DropReason::kNestedVlan,
+             format("VLAN %u -> local VLAN %u, but another tag follows", vid, lvlan))
+            .vid = vid;
+        return DropReason::kNestedVlan;
+      }
+      TraceStep& s = add(TraceStage::kIngress,
+                         format("VLAN %u -> local VLAN %u (tag removed or rewritten on output)",
+                                vid, lvlan));
+      s.vid = vid;
+      s.lvlan = lvlan;
+    }
+    const Network& net = snap_.networks[lvlan];
+    if (!net.present)
+      return stop(TraceStage::kNetwork, DropReason::kUnknownVlan, "network not live");
+    if (const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_src)) {
+      TraceStep& s = add(TraceStage::kLearn, "");
+      s.hit = true;
+      s.port = e->port;
+      s.learned = e->learn_slot != kNoSlot;
+      s.detail = "source " + mac_str(key_.dl_src) + " already known (" +
+                 (s.learned ? "learned" : "a bound port's MAC, never moved by learning") + ")";
+    } else {
+      add(TraceStage::kLearn, "source " + mac_str(key_.dl_src) +
+                                  " unknown here: reported to control, learned behind this uplink");
+    }
+    return l2(net, lvlan);
+  }
+
+  DropReason l2(const Network& net, uint16_t lvlan) {
+    TraceStep& n = add(TraceStage::kNetwork, "");
+    n.lvlan = lvlan;
+    n.vid = net.type == NetType::kVlan ? net.seg_id : 0;
+    n.detail = format("local VLAN %u: %s network", lvlan, net_type_str(net.type)) +
+               (net.type == NetType::kVlan ? format(", segmentation id %u", net.seg_id) : "") +
+               format(", MTU %u, %zu port(s) in its flood list", net.mtu, net.flood.size());
+    if (!mac_is_multicast(key_.dl_dst)) {
+      if (const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_dst)) {
+        TraceStep& s = add(TraceStage::kFdb, "");
+        s.hit = true;
+        s.port = e->port;
+        s.learned = e->learn_slot != kNoSlot;
+        s.detail = "destination " + mac_str(key_.dl_dst) + " known: " +
+                   (s.learned ? "learned" : "bound port");
+        if (e->port == key_.in_port)
+          return stop(TraceStage::kFdb, DropReason::kSamePort, "destination is behind the ingress port");
+        if (!snap_.port(e->port))
+          return stop(TraceStage::kFdb, DropReason::kUnknownPort, "FDB names a port not in the snapshot");
+        return DropReason::kNone;
+      }
+      add(TraceStage::kFdb, "destination " + mac_str(key_.dl_dst) + " unknown: flood");
+    } else {
+      add(TraceStage::kFdb, "destination " + mac_str(key_.dl_dst) + " is broadcast/multicast: flood");
+    }
+    if (net.flood.size() < 2)
+      return stop(TraceStage::kFlood, DropReason::kFloodNoTarget,
+                  "no port in the network besides the ingress port");
+    add(TraceStage::kFlood, format("to every port of local VLAN %u except the ingress port", lvlan));
+    return DropReason::kNone;
+  }
+
+  const Snapshot& snap_;
+  const FlowKey& key_;
+  std::vector<TraceStep>& out_;
+};
+
+// The transmit side of Worker::execute / Worker::flood.
+void expand_outputs(const Snapshot& snap, const FlowKey& key, const Action& a, TraceResult* r) {
+  auto out = [&](uint16_t port, uint16_t vid) {
+    const PortEntry* p = snap.port(port);
+    r->outputs.push_back({port, vid, p && p->enabled});
+  };
+  if (a.kind == ActionKind::kOutput) {
+    out(a.out_port, a.egress_vid);
+  } else if (a.kind == ActionKind::kFlood) {
+    for (const FloodTarget& t : snap.networks[a.lvlan].flood)
+      if (t.port != key.in_port) out(t.port, t.egress_vid);
+  }
+}
+
+}  // namespace
+
+const char* trace_stage_name(TraceStage s) {
+  switch (s) {
+    case TraceStage::kParse: return "parse";
+    case TraceStage::kInPort: return "in_port";
+    case TraceStage::kSourceMac: return "source_mac";
+    case TraceStage::kIngress: return "ingress_vlan";
+    case TraceStage::kNetwork: return "network";
+    case TraceStage::kLearn: return "learn";
+    case TraceStage::kFdb: return "fdb";
+    case TraceStage::kFlood: return "flood";
+    case TraceStage::kMtu: return "mtu";
+  }
+  return "?";
+}
+
+TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len,
+                        uint16_t in_port) {
+  TraceResult r;
+  r.generation = snap.generation;
+  r.frame_len = len;
+  // As Worker::process: no VXLAN decoding on any port yet.
+  r.parse = parse_frame(frame, len, len, in_port, ParseOptions{}, &r.key, &r.meta);
+  TraceStep& p = r.steps.emplace_back(TraceStep{TraceStage::kParse, r.parse, in_port});
+  if (r.parse != DropReason::kNone) {
+    p.detail = std::string(drop_reason_help(r.parse));
+    r.drop = r.parse;
+    r.action = drop_action(r.parse);
+    return r;
+  }
+  p.detail = "well-formed";
+  const DropReason explained = Explainer(snap, r.key, &r.steps).run();
+  r.action = pipeline_decide(snap, r.key);
+  r.learn = r.action.flags & kActLearn;
+  if (r.action.kind == ActionKind::kDrop) {
+    r.drop = r.action.reason;
+  } else if (r.action.mtu && len - r.meta.l2_len > r.action.mtu) {
+    // Checked per packet (Worker::execute), not part of the cached action.
+    TraceStep& m = r.steps.emplace_back(TraceStep{TraceStage::kMtu, DropReason::kMtuExceeded});
+    m.detail = format("L3 length %u above the network MTU %u", len - r.meta.l2_len, r.action.mtu);
+    r.drop = DropReason::kMtuExceeded;
+  } else {
+    if (r.action.mtu) {
+      TraceStep& m = r.steps.emplace_back(TraceStep{TraceStage::kMtu});
+      m.detail = format("L3 length %u within the network MTU %u", len - r.meta.l2_len, r.action.mtu);
+    }
+    expand_outputs(snap, r.key, r.action, &r);
+  }
+  r.consistent = explained == r.action.reason;
+  return r;
+}
+
+}  // namespace strait::dp

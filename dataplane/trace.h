@@ -1,0 +1,72 @@
+#pragma once
+// `straitctl trace` (OVS's ofproto/trace): what one frame would meet on its
+// way through a worker, step by step, without sending it or touching any
+// flow cache. Runs on the control thread against a snapshot it holds.
+//
+// The verdict is the worker's own: trace_frame runs the real parser and
+// pipeline_decide, then expands the action the way Worker::execute does. The
+// steps explain that verdict by reading the same snapshot tables; if the two
+// ever disagree, the result says so (TraceResult::consistent) rather than
+// showing an explanation of a decision the datapath does not make.
+// pipeline_decide itself carries no tracing hooks, so its hot path is as it
+// was.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataplane/action.h"
+#include "dataplane/drop_reasons.h"
+#include "dataplane/flow_key.h"
+#include "dataplane/snapshot.h"
+
+namespace strait::dp {
+
+enum class TraceStage : uint8_t {
+  kParse,       // the parser: the flow key, or why the frame is malformed
+  kInPort,      // the ingress port: role, state
+  kSourceMac,   // source MAC sanity
+  kIngress,     // access port -> its network; uplink: VLAN id / flat -> network
+  kNetwork,     // the network the frame is now in
+  kLearn,       // uplink: the source MAC known here or to be learned
+  kFdb,         // destination MAC lookup
+  kFlood,       // the network's flood list
+  kMtu,         // frame length against the network MTU (checked per packet)
+};
+const char* trace_stage_name(TraceStage s);
+
+struct TraceStep {
+  TraceStage stage;
+  DropReason drop = DropReason::kNone;  // the frame ends here for this reason
+  uint16_t port = kNoPort;   // a datapath port the step is about (in-port, FDB hit)
+  uint16_t vid = 0;          // a VLAN id on the wire (uplink tag, egress tag)
+  uint16_t lvlan = 0;        // a local VLAN (network)
+  bool hit = false;          // kFdb / kLearn: MAC found
+  bool learned = false;      // kFdb / kLearn hit: learned from traffic (else a bound port)
+  std::string detail;        // the step in words, without port names
+};
+
+struct TraceOutput {
+  uint16_t port;     // datapath port index
+  uint16_t vid;      // VLAN id the frame leaves with, 0 = untagged
+  bool enabled;      // false: the worker would count a port_down drop at transmit
+};
+
+struct TraceResult {
+  uint32_t generation = 0;       // of the snapshot traced against
+  uint32_t frame_len = 0;
+  DropReason parse = DropReason::kNone;
+  FlowKey key{};                 // valid when parse == kNone
+  PacketMeta meta{};
+  std::vector<TraceStep> steps;
+  Action action;                 // what the worker would cache for this key
+  DropReason drop = DropReason::kNone;  // final: kNone when the frame goes out
+  std::vector<TraceOutput> outputs;     // in transmit order
+  bool learn = false;            // the worker would report the source MAC to control
+  bool consistent = true;        // steps and verdict agree (always, unless a bug)
+};
+
+// Traces `len` contiguous bytes received on datapath port `in_port`.
+TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len,
+                        uint16_t in_port);
+
+}  // namespace strait::dp
