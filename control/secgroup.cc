@@ -1,5 +1,7 @@
 #include "control/secgroup.h"
 
+#include "control/json_fields.h"
+
 #include <algorithm>
 #include <array>
 #include <initializer_list>
@@ -14,66 +16,6 @@ using json = nlohmann::json;
 using dp::SgDirection;
 using dp::SgFamily;
 
-// ---- JSON field helpers (the conventions of model.cc) -------------------------
-
-Error field_error(std::string_view field, const std::string& problem) {
-  return invalid(std::string(field) + ": " + problem);
-}
-
-std::string got(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return "got " + s;
-}
-
-std::string json_quoted(const std::string& s) { return json(s).dump(); }
-
-// Absent and null both mean "not given", so to_json() output parses back.
-const json* find_field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-Status check_known_keys(const json& obj, std::initializer_list<std::string_view> known,
-                        const std::string& prefix) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
-    std::string list;
-    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-    return field_error(prefix + it.key(), "unknown field (expected " + list + ")");
-  }
-  return ok();
-}
-
-Result<std::string> get_string(const json& v, const std::string& field) {
-  if (!v.is_string()) return field_error(field, "expected a string, " + got(v));
-  return v.get<std::string>();
-}
-
-Result<int64_t> get_int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) return field_error(field, "expected an integer, " + got(v));
-  bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
-                                         : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!in_range)
-    return field_error(field,
-                       v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
-  return v.get<int64_t>();
-}
-
-bool is_alnum(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-// Ids of groups and rules: neutron's UUIDs, or names an operator picks.
-// [A-Za-z0-9][A-Za-z0-9_.:-]{0,63}, as network ids.
-bool is_valid_id(std::string_view s) {
-  if (s.empty() || s.size() > 64 || !is_alnum(s[0])) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return is_alnum(c) || c == '_' || c == '.' || c == ':' || c == '-';
-  });
-}
-
 Result<std::string> get_id(const json& obj, const char* key, const std::string& field) {
   const json* v = find_field(obj, key);
   if (!v) return field_error(field, "missing");
@@ -83,12 +25,6 @@ Result<std::string> get_id(const json& obj, const char* key, const std::string& 
     return field_error(field, json_quoted(*s) +
                                   " is not a valid id (1..64 of A-Z a-z 0-9 _ . : -, " +
                                   "starting with a letter or digit)");
-  return s;
-}
-
-std::string to_lower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return s;
 }
 
