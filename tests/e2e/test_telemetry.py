@@ -4,7 +4,7 @@ commands, dpdk-dumpcap captures from an ethdev port with a BPF filter.
 
 dpdk-dumpcap is a DPDK secondary process: it maps straitd's memory, which
 it cannot do on --no-huge memory, so this module's straitd runs on
-hugepages (test_vhost's `hugepages` fixture: root, and it skips otherwise).
+hugepages (conftest's `hugepages` fixture: root, and it skips otherwise).
 The physical network is a veth pair (conftest.Wire); the test sends on its
 far end and straitd receives on net_af_packet.
 """
@@ -21,7 +21,6 @@ from scapy.packet import Raw
 import conftest
 from conftest import (Port, Wire, create_network, new_mac, tshark_fields, uuid_for,
                       wait_for)
-from test_vhost import hugepages  # noqa: F401 (fixture)
 
 TELEMETRY = Path("/usr/bin/dpdk-telemetry.py")
 DUMPCAP = shutil.which("dpdk-dumpcap") or "/usr/bin/dpdk-dumpcap"
@@ -46,7 +45,7 @@ def wire():
 
 
 @pytest.fixture(scope="module")
-def sw(hugepages, wire, straitd_factory):  # noqa: F811
+def sw(hugepages, wire, straitd_factory):
     # straitd_factory last: torn down first, so straitd has left the hugetlbfs
     # mount (and the veth) before they go.
     with pytest.MonkeyPatch.context() as mp:

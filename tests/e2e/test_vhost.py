@@ -1025,64 +1025,6 @@ def test_multiqueue_guest_both_queue_pairs_polled_by_two_workers_forward_byte_ex
 # the VMs run on 2 MB hugepages, which the fixture reserves (root only) and
 # gives back afterwards.
 
-HUGEPAGES = 512  # 1 GiB: straitd's -m 512 and two 128 MB guests, with room to spare
-NR_HUGEPAGES = Path("/proc/sys/vm/nr_hugepages")
-
-
-def _hugetlbfs_mounts():
-    """Mount points of hugetlbfs with the default page size."""
-    out = []
-    for line in Path("/proc/mounts").read_text().splitlines():
-        dev, mnt, fstype, opts = line.split()[:4]
-        if fstype == "hugetlbfs" and all(not o.startswith("pagesize=") or o == "pagesize=2M"
-                                         for o in opts.split(",")):
-            out.append(mnt)
-    return out
-
-
-@pytest.fixture(scope="module")
-def hugepages(tmp_path_factory):
-    """A hugetlbfs directory with HUGEPAGES more free 2 MB pages; afterwards
-    the pages go back and a mount made here is removed."""
-    if os.geteuid() != 0:
-        pytest.skip("hugepages: reserving them (/proc/sys/vm/nr_hugepages) needs root")
-    try:
-        before = int(NR_HUGEPAGES.read_text())
-        NR_HUGEPAGES.write_text(str(before + HUGEPAGES))
-        got = int(NR_HUGEPAGES.read_text()) - before
-    except OSError as err:
-        pytest.skip(f"hugepages: the kernel refused to reserve {HUGEPAGES} pages ({err})")
-
-    def give_back():
-        NR_HUGEPAGES.write_text(str(max(int(NR_HUGEPAGES.read_text()) - HUGEPAGES, 0)))
-
-    if got < HUGEPAGES:
-        give_back()
-        pytest.skip(f"hugepages: asked the kernel for {HUGEPAGES} 2 MB pages, it gave {got} "
-                    "(memory too fragmented or too small)")
-    # A mount of our own: unmounting it frees every page a test used, even
-    # one a killed process left in a file.
-    mnt = tmp_path_factory.mktemp("hugetlbfs")
-    mounted = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)],
-                             capture_output=True, text=True).returncode == 0
-    if not mounted:
-        existing = _hugetlbfs_mounts()
-        if not existing:
-            give_back()
-            pytest.skip("hugepages: no hugetlbfs mounted and mounting one failed")
-        mnt = Path(existing[0])
-    try:
-        yield mnt
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(mnt)], capture_output=True)
-        else:  # someone else's mount: remove what our DPDK processes left there
-            for f in mnt.iterdir():
-                if f.name.startswith((f"e2e{os.getpid()}_", f"vm{os.getpid()}_")):
-                    f.unlink(missing_ok=True)
-        give_back()
-
-
 def maps_file_in(pid, directory):
     """Whether process `pid` has memory mapped from a file in `directory`."""
     return f" {directory}/" in Path(f"/proc/{pid}/maps").read_text()
