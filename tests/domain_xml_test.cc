@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/expect_refused.h"
+
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -64,13 +66,6 @@ bool printable_ascii(const std::string& s) {
   return true;
 }
 
-#define EXPECT_REFUSED(expr, code_, words)                   \
-  do {                                                       \
-    auto r_ = (expr);                                        \
-    ASSERT_FALSE(r_.ok()) << #expr << " succeeded";          \
-    EXPECT_EQ(r_.error().code, code_) << r_.error().message; \
-    EXPECT_THAT(r_.error().message, HasSubstr(words));       \
-  } while (0)
 
 // ---- parse_domain_xml: real libvirt output ----------------------------------
 

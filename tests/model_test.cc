@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/expect_refused.h"
+
 #include <nlohmann/json.hpp>
 
 namespace strait::ctl {
@@ -58,14 +60,6 @@ PortSpec port_n(unsigned n, const std::string& net) {
   return port_spec(port_json(uuid_n(n), net, mac, json::array(), "net_null" + std::to_string(n)));
 }
 
-// Expects a refused request: the code, and a message containing `words`.
-#define EXPECT_REFUSED(expr, code_, words)                   \
-  do {                                                       \
-    auto r_ = (expr);                                        \
-    ASSERT_FALSE(r_.ok()) << #expr << " succeeded";          \
-    EXPECT_EQ(r_.error().code, code_) << r_.error().message; \
-    EXPECT_THAT(r_.error().message, HasSubstr(words));       \
-  } while (0)
 
 // The model's whole observable state.
 json dump(const Model& m) {
