@@ -273,10 +273,7 @@ void Switch::drain_vhost_events() {
         continue;
       }
       const bool was_live = p->dp.live;  // not after a STOPPED took it down
-      for (uint16_t w : p->dp.rxq_worker) rxq_load_[w]--;
-      p->dp.rxq_worker.clear();
-      p->dp.vid = -1;
-      p->dp.live = false;
+      forget_vhost_device(*p);
       p->announced = false;
       spdlog::info("port {}: vhost device {} gone", id, ev.vid);
       republish();
@@ -287,6 +284,13 @@ void Switch::drain_vhost_events() {
       });
     }
   }
+}
+
+void Switch::forget_vhost_device(PortRuntime& p) {
+  for (uint16_t w : p.dp.rxq_worker) rxq_load_[w]--;
+  p.dp.rxq_worker.clear();
+  p.dp.vid = -1;
+  p.dp.live = false;
 }
 
 void Switch::announce_up_when_live(const std::string& id) {

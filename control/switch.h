@@ -130,6 +130,9 @@ class Switch {
   // Stops the port forwarding (its device, if any, stays registered); port-down
   // goes out once no worker forwards for it. Nothing when it is not live.
   void take_down(const std::string& id, PortRuntime& p);
+  // The port's vhost device is gone: its rx queues leave their workers' load
+  // and it is no longer live (the caller republishes).
+  void forget_vhost_device(PortRuntime& p);
   // Lifecycle helpers (switch_lifecycle.cc).
   struct Mapped {
     std::string id;

@@ -200,9 +200,7 @@ void Switch::unplug(const std::string& id, PortRuntime& p) {
     // A device the removal destroyed is gone for good: forget it.
     auto it = ports_.find(id);
     if (it == ports_.end() || it->second.has_device) return;
-    for (uint16_t w : it->second.dp.rxq_worker) rxq_load_[w]--;
-    it->second.dp.rxq_worker.clear();
-    it->second.dp.vid = -1;
+    forget_vhost_device(it->second);
     spdlog::info("port {}: socket {} detached", id, path);
   });
 }
