@@ -111,8 +111,9 @@ class Reader {
 };
 
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
-  if (auto s = r.known_keys(doc, "", {"state_dir", "api_socket", "datapath", "physnets", "libvirt",
-                                      "vhost", "metrics"});
+  if (auto s = r.known_keys(doc, "",
+                            {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost",
+                             "metrics", "conntrack"});
       !s) {
     return s;
   }
@@ -249,14 +250,16 @@ Status read_vhost(const Reader& r, const toml::node& node, Config& c) {
   Error err;
   const toml::table* t = r.table(node, "vhost", &err);
   if (!t) return err;
-  if (auto s = r.known_keys(*t, "vhost", {"socket_dir", "socket_owner", "socket_group", "socket_mode"});
+  if (auto s =
+          r.known_keys(*t, "vhost", {"socket_dir", "socket_owner", "socket_group", "socket_mode"});
       !s) {
     return s;
   }
   if (auto n = t->get("socket_dir")) {
     auto s = r.string(*n, "vhost.socket_dir");
     if (!s) return s.error();
-    if ((*s)[0] != '/') return r.error("vhost.socket_dir", "\"" + *s + "\" is not an absolute path");
+    if ((*s)[0] != '/')
+      return r.error("vhost.socket_dir", "\"" + *s + "\" is not an absolute path");
     c.vhost_socket_dir = *s;
   }
   for (auto [key, dst] : {std::pair{"socket_owner", &c.vhost_socket_owner},
@@ -348,6 +351,24 @@ Status read_metrics(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+Status read_conntrack(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "conntrack", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "conntrack", {"capacity", "tcp_loose"}); !s) return s;
+  if (auto n = t->get("capacity")) {
+    auto v = r.integer(*n, "conntrack.capacity", 1024, 16777216);
+    if (!v) return v.error();
+    c.ct_capacity = static_cast<uint32_t>(*v);
+  }
+  if (auto n = t->get("tcp_loose")) {
+    auto v = r.boolean(*n, "conntrack.tcp_loose");
+    if (!v) return v.error();
+    c.ct_tcp_loose = *v;
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<Config> parse_config(std::string_view toml_text, const std::string& origin) {
@@ -385,6 +406,9 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("metrics")) {
     if (auto s = read_metrics(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("conntrack")) {
+    if (auto s = read_conntrack(r, *n, c); !s) return s.error();
   }
   return c;
 }

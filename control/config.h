@@ -34,6 +34,11 @@ struct Config {
   bool metrics_enabled = true;
   std::string metrics_address = "127.0.0.1";
   uint16_t metrics_port = 9464;
+  // [conntrack]: the connection table of security groups (shared by the
+  // workers). tcp_loose: pick up a TCP connection from its first packet
+  // seen mid-stream (after a restart or a rule re-added), not only a SYN.
+  uint32_t ct_capacity = 262144;
+  bool ct_tcp_loose = true;
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

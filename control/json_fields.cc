@@ -42,6 +42,11 @@ Result<std::string> get_string(const json& v, std::string_view field) {
   return v.get<std::string>();
 }
 
+Result<bool> get_bool(const json& v, std::string_view field) {
+  if (!v.is_boolean()) return field_error(field, "expected true or false, " + got(v));
+  return v.get<bool>();
+}
+
 Result<int64_t> get_int(const json& v, std::string_view field, int64_t lo, int64_t hi) {
   if (!v.is_number_integer()) return field_error(field, "expected an integer, " + got(v));
   bool in_range = v.is_number_unsigned()

@@ -4,10 +4,9 @@
 // an unknown field is refused; a value shown back is quoted safely).
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "control/result.h"
 
@@ -26,6 +25,7 @@ const nlohmann::json* find_field(const nlohmann::json& obj, const char* key);
 Status check_known_keys(const nlohmann::json& obj, std::initializer_list<std::string_view> known,
                         std::string_view prefix);
 Result<std::string> get_string(const nlohmann::json& v, std::string_view field);
+Result<bool> get_bool(const nlohmann::json& v, std::string_view field);
 Result<int64_t> get_int(const nlohmann::json& v, std::string_view field, int64_t lo, int64_t hi);
 bool is_alnum(char c);
 // [A-Za-z0-9][A-Za-z0-9_.:-]{0,63}: network, group and rule ids.

@@ -186,6 +186,24 @@ void render_switch(Exposition& e, const json& stats, const json& show) {
     gauge("strait_mempool_buffers", "Packet buffers in the pool.", mp.value("buffers", json()));
     gauge("strait_mempool_buffers_in_use", "Packet buffers in use.", mp.value("in_use", json()));
   }
+  if (stats.contains("conntrack") && stats["conntrack"].is_object()) {
+    const json& ct = stats["conntrack"];
+    gauge("strait_conntrack_capacity", "Connection-tracking table size (entries).",
+          ct.value("capacity", json()));
+    gauge("strait_conntrack_entries", "Connections tracked now.", ct.value("entries", json()));
+    auto counter = [&e](const char* name, const char* help, const json& v) {
+      e.family(name, "counter", help);
+      e.sample({}, v);
+    };
+    counter("strait_conntrack_created_total", "Connections opened.", ct.value("created", json()));
+    counter("strait_conntrack_refused_total", "New connections refused: table full.",
+            ct.value("refused_full", json()));
+    counter("strait_conntrack_invalid_total", "Packets that could not open a connection.",
+            ct.value("invalid", json()));
+    counter("strait_conntrack_expired_total", "Connections timed out.", ct.value("expired", json()));
+    counter("strait_conntrack_flushed_total", "Connections removed with their port or network.",
+            ct.value("flushed", json()));
+  }
   e.family("strait_build_info", "gauge", "The running straitd's version (always 1).");
   e.sample({{"version", show.value("version", "")}}, 1);
 }

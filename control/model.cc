@@ -1,14 +1,13 @@
 #include "control/model.h"
 
-#include "control/json_fields.h"
-
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string_view>
+
+#include "control/json_fields.h"
 
 namespace strait::ctl {
 namespace {
@@ -21,27 +20,6 @@ bool is_valid_physnet_name(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// 8-4-4-4-12 hex digits, any case; the lowercase form, or "" when not a UUID.
-std::string canonical_uuid(std::string_view s) {
-  if (s.size() != 36) return "";
-  std::string out(s);
-  for (size_t i = 0; i < out.size(); ++i) {
-    bool dash_pos = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash_pos != (out[i] == '-')) return "";
-    if (dash_pos) continue;
-    if (hex_value(out[i]) < 0) return "";
-    if (out[i] >= 'A' && out[i] <= 'F') out[i] = static_cast<char>(out[i] - 'A' + 'a');
-  }
-  return out;
 }
 
 // ---- parse_network parts -------------------------------------------------
@@ -86,87 +64,26 @@ Status parse_segment(const json& params, NetworkSpec& n) {
   return ok();
 }
 
-// ---- parse_port parts ----------------------------------------------------
-
-Result<std::vector<IpAddr>> parse_fixed_ips(const json& params) {
-  std::vector<IpAddr> ips;
-  const json* v = find_field(params, "fixed_ips");
-  if (!v) return ips;
-  if (!v->is_array()) return field_error("fixed_ips", "expected a list of addresses, " + got(*v));
-  for (size_t i = 0; i < v->size(); ++i) {
-    std::string field = "fixed_ips[" + std::to_string(i) + "]";
-    auto s = get_string((*v)[i], field);
-    if (!s) return s.error();
-    auto ip = parse_ip(*s);
-    if (!ip) return field_error(field, ip.error().message);
-    if (std::find(ips.begin(), ips.end(), *ip) != ips.end()) {
-      return field_error(field, ip_to_string(*ip) + " is listed twice");
-    }
-    ips.push_back(*ip);
-  }
-  return ips;
-}
-
-bool has_space_or_control(const std::string& s) {
-  return std::any_of(s.begin(), s.end(),
-                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
-}
-
-Result<Attachment> parse_vhost_attach(const json& v) {
-  if (auto s = check_known_keys(v, {"type", "path", "mode"}, "attach."); !s) return s.error();
-  const json* path = find_field(v, "path");
-  if (!path) return field_error("attach.path", "missing (the vhost-user socket)");
-  auto p = get_string(*path, "attach.path");
-  if (!p) return p.error();
-  if (p->empty() || (*p)[0] != '/') return field_error("attach.path", json_quoted(*p) + " is not an absolute path");
-  if (p->size() >= 108) return field_error("attach.path", "longer than 107 bytes (a Unix socket path)");
-  if (has_space_or_control(*p))
-    return field_error("attach.path", json_quoted(*p) + " contains whitespace or a control character");
-  Attachment a;
-  a.kind = Attachment::Kind::kVhost;
-  a.path = std::move(*p);
-  if (const json* mode = find_field(v, "mode")) {
-    auto m = get_string(*mode, "attach.mode");
-    if (!m) return m.error();
-    if (*m == "server") {
-      a.mode = Attachment::Mode::kServer;
-    } else if (*m != "client") {
-      return field_error("attach.mode", json_quoted(*m) + " is not one of client, server");
+Status check_fixed_ips_free(const PortSpec& p, const std::map<std::string, PortSpec>& ports) {
+  for (const auto& [id, other] : ports) {
+    if (id == p.id || other.network != p.network) continue;
+    for (const IpAddr& ip : p.fixed_ips) {
+      if (std::find(other.fixed_ips.begin(), other.fixed_ips.end(), ip) != other.fixed_ips.end()) {
+        return conflict("fixed_ips: " + ip_to_string(ip) + " is already used by port " + id +
+                        " in network " + p.network);
+      }
     }
   }
-  return a;
+  return ok();
 }
 
-// {"type": "ethdev", "devargs": ...} or {"type": "vhost", "path": ..., "mode": client|server}
-Result<Attachment> parse_attach(const json& params) {
-  const json* v = find_field(params, "attach");
-  if (!v)
-    return field_error("attach", R"(missing (e.g. {"type": "vhost", "path": "/run/vhu0.sock"}))");
-  if (!v->is_object()) return field_error("attach", "expected an object, " + got(*v));
-  const json* type = find_field(*v, "type");
-  if (!type) return field_error("attach.type", "missing (ethdev or vhost)");
-  auto type_s = get_string(*type, "attach.type");
-  if (!type_s) return type_s.error();
-  if (*type_s == "vhost") return parse_vhost_attach(*v);
-  if (*type_s != "ethdev")
-    return field_error("attach.type", json_quoted(*type_s) + " is not one of ethdev, vhost");
-  if (auto s = check_known_keys(*v, {"type", "devargs"}, "attach."); !s) return s.error();
-  const json* devargs = find_field(*v, "devargs");
-  if (!devargs) return field_error("attach.devargs", "missing");
-  auto d = get_string(*devargs, "attach.devargs");
-  if (!d) return d.error();
-  if (d->empty()) return field_error("attach.devargs", "is empty");
-  // DPDK splits EAL arguments on whitespace; a control character is never meant.
-  if (has_space_or_control(*d)) {
-    return field_error("attach.devargs",
-                       json_quoted(*d) + " contains whitespace or a control character");
+Status check_groups_exist(const PortSpec& p, const std::map<std::string, SecurityGroup>& groups) {
+  for (size_t i = 0; i < p.security_groups.size(); ++i) {
+    if (!groups.count(p.security_groups[i]))
+      return not_found("security_groups[" + std::to_string(i) + "]: no security group " +
+                       json_quoted(p.security_groups[i]));
   }
-  if (devargs_name(*d).empty())
-    return field_error("attach.devargs", json_quoted(*d) + " has no device name");
-  Attachment a;
-  a.kind = Attachment::Kind::kEthdev;
-  a.devargs = std::move(*d);
-  return a;
+  return ok();
 }
 
 }  // namespace
@@ -187,46 +104,6 @@ const char* net_type_name(dp::NetType t) {
 
 std::string devargs_name(const std::string& devargs) {
   return devargs.substr(0, devargs.find(','));
-}
-
-std::string mac_to_string(const Mac& m) {
-  char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
-                m[5]);
-  return buf;
-}
-
-// Syntax only: multicast and zero addresses parse (an FDB holds them); the
-// port rules (unicast, not zero) are parse_port's.
-Result<Mac> parse_mac(const std::string& s) {
-  Error bad = invalid(json_quoted(s) + " is not a MAC address (aa:bb:cc:dd:ee:ff)");
-  if (s.size() != 17) return bad;
-  Mac m{};
-  for (size_t i = 0; i < 6; ++i) {
-    int hi = hex_value(s[3 * i]), lo = hex_value(s[3 * i + 1]);
-    if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':')) return bad;
-    m[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return m;
-}
-
-std::string ip_to_string(const IpAddr& ip) {
-  char buf[INET6_ADDRSTRLEN];
-  if (!inet_ntop(ip.family == 6 ? AF_INET6 : AF_INET, ip.bytes.data(), buf, sizeof buf)) return "?";
-  return buf;
-}
-
-Result<IpAddr> parse_ip(const std::string& s) {
-  IpAddr ip;
-  if (inet_pton(AF_INET, s.c_str(), ip.bytes.data()) == 1) {
-    ip.family = 4;
-    return ip;
-  }
-  if (inet_pton(AF_INET6, s.c_str(), ip.bytes.data()) == 1) {
-    ip.family = 6;
-    return ip;
-  }
-  return invalid(json_quoted(s) + " is not an IPv4 or IPv6 address");
 }
 
 Result<NetworkSpec> parse_network(const json& params) {
@@ -258,47 +135,6 @@ Result<NetworkSpec> parse_network(const json& params) {
   return n;
 }
 
-Result<PortSpec> parse_port(const json& params) {
-  if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
-  if (auto s = check_known_keys(params, {"id", "network", "mac", "fixed_ips", "attach"}, ""); !s) {
-    return s.error();
-  }
-  PortSpec p;
-  const json* id = find_field(params, "id");
-  if (!id) return field_error("id", "missing");
-  auto id_s = get_string(*id, "id");
-  if (!id_s) return id_s.error();
-  p.id = canonical_uuid(*id_s);
-  if (p.id.empty())
-    return field_error("id", json_quoted(*id_s) + " is not a UUID (8-4-4-4-12 hex digits)");
-
-  const json* network = find_field(params, "network");
-  if (!network) return field_error("network", "missing");
-  auto net_s = get_string(*network, "network");
-  if (!net_s) return net_s.error();
-  if (!is_valid_id(*net_s))
-    return field_error("network", json_quoted(*net_s) + " is not a valid network id");
-  p.network = std::move(*net_s);
-
-  const json* mac = find_field(params, "mac");
-  if (!mac) return field_error("mac", "missing");
-  auto mac_s = get_string(*mac, "mac");
-  if (!mac_s) return mac_s.error();
-  auto m = parse_mac(*mac_s);
-  if (!m) return field_error("mac", m.error().message);
-  if ((*m)[0] & 1) return field_error("mac", mac_to_string(*m) + " is a multicast address");
-  if (*m == Mac{}) return field_error("mac", "00:00:00:00:00:00 is not a port address");
-  p.mac = *m;
-
-  auto ips = parse_fixed_ips(params);
-  if (!ips) return ips.error();
-  p.fixed_ips = std::move(*ips);
-  auto attach = parse_attach(params);
-  if (!attach) return attach.error();
-  p.attach = std::move(*attach);
-  return p;
-}
-
 json to_json(const NetworkSpec& n) {
   json j = {{"id", n.id},
             {"type", net_type_name(n.type)},
@@ -310,21 +146,24 @@ json to_json(const NetworkSpec& n) {
   return j;
 }
 
-json attach_json(const Attachment& a) {
-  if (a.kind == Attachment::Kind::kVhost)
-    return {{"type", "vhost"}, {"path", a.path},
-            {"mode", a.mode == Attachment::Mode::kServer ? "server" : "client"}};
-  return {{"type", "ethdev"}, {"devargs", a.devargs}};
-}
-
-json to_json(const PortSpec& p) {
-  json ips = json::array();
-  for (const IpAddr& ip : p.fixed_ips) ips.push_back(ip_to_string(ip));
-  return {{"id", p.id},
-          {"network", p.network},
-          {"mac", mac_to_string(p.mac)},
-          {"fixed_ips", std::move(ips)},
-          {"attach", attach_json(p.attach)}};
+std::string new_uuid() {
+  static thread_local std::mt19937_64 gen{[] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd();
+  }()};
+  std::array<uint8_t, 16> b;
+  for (size_t i = 0; i < b.size(); i += 8) {
+    const uint64_t r = gen();
+    for (size_t k = 0; k < 8; ++k) b[i + k] = static_cast<uint8_t>(r >> (8 * k));
+  }
+  b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  char out[37];
+  std::snprintf(out, sizeof out,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return out;
 }
 
 // ---- Model -----------------------------------------------------------------
@@ -376,6 +215,8 @@ Status Model::remove_network(const std::string& id) {
 Status Model::check_add_port(const PortSpec& p) const {
   if (ports_.count(p.id)) return exists("port " + p.id + " already exists");
   if (!networks_.count(p.network)) return not_found("network: no network " + p.network);
+  if (auto s = check_port_security(p); !s) return s;
+  if (auto s = check_groups_exist(p, groups_); !s) return s;
   const bool vhost = p.attach.kind == Attachment::Kind::kVhost;
   const std::string dev = vhost ? "" : devargs_name(p.attach.devargs);
   for (const auto& [name, devargs] : physnets_) {
@@ -386,8 +227,9 @@ Status Model::check_add_port(const PortSpec& p) const {
   for (const auto& [id, other] : ports_) {
     if (other.attach.kind == p.attach.kind &&
         (vhost ? other.attach.path == p.attach.path : devargs_name(other.attach.devargs) == dev)) {
-      return conflict(vhost ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
-                            : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
+      return conflict(
+          vhost ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
+                : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
     }
     if (other.network != p.network) continue;
     if (other.mac == p.mac) {
@@ -454,6 +296,41 @@ Status Model::remove_port(const std::string& id) {
       lvlan_.erase(l);
     }
   }
+  return ok();
+}
+
+Result<PortSpec> Model::updated_port(const PortUpdate& u) const {
+  const PortSpec* cur = port(u.id);
+  if (!cur) return not_found("port " + u.id + " not found");
+  PortSpec p = *cur;
+  if (u.fixed_ips) p.fixed_ips = *u.fixed_ips;
+  if (u.security_groups) p.security_groups = *u.security_groups;
+  if (u.allowed_address_pairs) {
+    p.allowed_address_pairs = *u.allowed_address_pairs;
+    for (AddressPair& pair : p.allowed_address_pairs)
+      if (pair.mac_address == Mac{}) pair.mac_address = p.mac;  // none given: the port's
+  }
+  if (u.port_security_enabled) p.port_security_enabled = *u.port_security_enabled;
+  if (auto s = check_port_security(p); !s) return s.error();
+  if (auto s = check_groups_exist(p, groups_); !s) return s.error();
+  if (auto s = check_fixed_ips_free(p, ports_); !s) return s.error();
+  return p;
+}
+
+Status Model::update_port(const PortSpec& p) {
+  auto it = ports_.find(p.id);
+  if (it == ports_.end()) return not_found("port " + p.id + " not found");
+  const PortSpec& cur = it->second;
+  const bool same_attach = cur.attach.kind == p.attach.kind && cur.attach.path == p.attach.path &&
+                           cur.attach.devargs == p.attach.devargs &&
+                           cur.attach.mode == p.attach.mode;
+  if (cur.network != p.network || cur.mac != p.mac || !same_attach)
+    return invalid("port " + p.id +
+                   ": network, mac and attach of a bound port do not change (unbind and bind)");
+  if (auto s = check_port_security(p); !s) return s;
+  if (auto s = check_groups_exist(p, groups_); !s) return s;
+  if (auto s = check_fixed_ips_free(p, ports_); !s) return s;
+  it->second = p;
   return ok();
 }
 

@@ -6,26 +6,20 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "control/net_addr.h"
 #include "control/result.h"
+#include "control/secgroup.h"
 #include "control/vlan_allocator.h"
 #include "dataplane/snapshot.h"
 
 namespace strait::ctl {
-
-using Mac = std::array<uint8_t, 6>;
-
-struct IpAddr {
-  uint8_t family = 4;  // 4 or 6
-  std::array<uint8_t, 16> bytes{};  // IPv4 in the first 4 bytes, network order
-  bool operator==(const IpAddr&) const = default;
-  auto operator<=>(const IpAddr&) const = default;
-};
 
 struct NetworkSpec {
   std::string id;                       // UUID or name: [A-Za-z0-9][A-Za-z0-9_.:-]{0,63}
@@ -44,24 +38,51 @@ struct Attachment {
   Mode mode = Mode::kClient;  // kVhost: client (QEMU is the server: libvirt mode='server') or server
 };
 
+// A neutron allowed address pair: the port may also send from `ip_address`
+// (an address or a CIDR), with `mac_address`.
+struct AddressPair {
+  IpPrefix ip_address;
+  Mac mac_address{};  // the port's MAC when the request names none
+  bool operator==(const AddressPair&) const = default;
+};
+
 struct PortSpec {
   std::string id;       // canonical lowercase UUID (36 chars)
   std::string network;  // NetworkSpec::id
   Mac mac{};            // unicast, not zero
   std::vector<IpAddr> fixed_ips;
   Attachment attach;
+  // Port security (issue 5). security_groups: group ids in the order given,
+  // no repeats. port_security_enabled: when the request omits it, true if
+  // it names groups or address pairs, else false (a plain switch port).
+  // false with groups or pairs is refused (neutron: the same).
+  std::vector<std::string> security_groups;
+  std::vector<AddressPair> allowed_address_pairs;
+  bool port_security_enabled = false;
+};
+
+// The fields of a port a live port may change (port.update): each present
+// one replaces the port's value; the result is validated as a whole.
+struct PortUpdate {
+  std::string id;
+  std::optional<std::vector<IpAddr>> fixed_ips;
+  std::optional<std::vector<std::string>> security_groups;
+  std::optional<std::vector<AddressPair>> allowed_address_pairs;
+  std::optional<bool> port_security_enabled;
 };
 
 // Field-level parsing and validation of API parameters (no state consulted).
 Result<NetworkSpec> parse_network(const nlohmann::json& params);
 Result<PortSpec> parse_port(const nlohmann::json& params);
+Result<PortUpdate> parse_port_update(const nlohmann::json& params);
+// What a port's security fields must satisfy together (neutron's rules): no
+// pair listed twice; port security enabled when the port has groups or pairs.
+Status check_port_security(const PortSpec& p);
+// A random (version 4) UUID, lowercase: ids of rules created without one.
+std::string new_uuid();
 nlohmann::json to_json(const NetworkSpec& n);
 nlohmann::json to_json(const PortSpec& p);
 nlohmann::json attach_json(const Attachment& a);
-std::string mac_to_string(const Mac& m);
-Result<Mac> parse_mac(const std::string& s);
-std::string ip_to_string(const IpAddr& ip);
-Result<IpAddr> parse_ip(const std::string& s);
 const char* net_type_name(dp::NetType t);
 // The ethdev name DPDK gives devargs: the part before the first comma.
 std::string devargs_name(const std::string& devargs);
@@ -85,6 +106,24 @@ class Model {
   // same. conflict when taken by another network; changes nothing on error.
   Status restore_port(const PortSpec& p, uint16_t local_vlan);
 
+  // Security groups (issue 5). A rule's remote group must exist (or be the
+  // rule's own group); a group in use by a port or named as a remote group
+  // by another group's rule cannot be deleted (conflict). Rule ids are
+  // unique switch-wide; a rule matching like one of its group's is refused.
+  Status add_security_group(const SecurityGroup& g);
+  Status remove_security_group(const std::string& id);
+  Status add_sg_rule(const std::string& group_id, const SecurityGroupRule& r);
+  Status remove_sg_rule(const std::string& rule_id);
+  // Start-up: the saved groups, all or none. Rules may name as remote groups
+  // any group of the set (cycles included), so the set is checked as a whole.
+  Status restore_security_groups(const std::vector<SecurityGroup>& groups);
+  // The port after applying u (not_found, or the error the result fails
+  // with); changes nothing.
+  Result<PortSpec> updated_port(const PortUpdate& u) const;
+  // Replaces a bound port's spec with one of the same id, network, MAC and
+  // attachment (what updated_port returns).
+  Status update_port(const PortSpec& p);
+
   const NetworkSpec* network(const std::string& id) const;
   const PortSpec* port(const std::string& id) const;
   // The network's local VLAN, 0 while no port of it is bound here.
@@ -93,11 +132,21 @@ class Model {
   const std::map<std::string, PortSpec>& ports() const { return ports_; }
   const std::map<std::string, std::string>& physnets() const { return physnets_; }
   size_t ports_on(const std::string& network_id) const;
+  const std::map<std::string, SecurityGroup>& security_groups() const { return groups_; }
+  const SecurityGroup* security_group(const std::string& id) const;
+  // The group a rule id belongs to, "" when none.
+  std::string group_of_rule(const std::string& rule_id) const;
+  // Remote-group members: every group with a bound member port -> the
+  // member ports' fixed IPs (host prefixes) and allowed pairs' prefixes.
+  GroupMembers group_members() const;
+  // Ports (ids) that are members of a group.
+  std::vector<std::string> ports_in_group(const std::string& group_id) const;
 
  private:
   std::map<std::string, std::string> physnets_;
   std::map<std::string, NetworkSpec> networks_;
   std::map<std::string, PortSpec> ports_;
+  std::map<std::string, SecurityGroup> groups_;
   std::map<std::string, uint16_t> lvlan_;  // network id -> local VLAN, while it has ports
   VlanAllocator vlans_;
 };

@@ -1,13 +1,13 @@
 #include "control/secgroup.h"
 
-#include "control/json_fields.h"
-
 #include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
+
+#include "control/json_fields.h"
 
 namespace strait::ctl {
 namespace {
@@ -177,32 +177,6 @@ dp::SgPrefix to_dp(const IpPrefix& p) {
 
 }  // namespace
 
-// ---- prefixes ---------------------------------------------------------------------
-
-Result<IpPrefix> parse_prefix(const std::string& s) {
-  const size_t slash = s.find('/');
-  auto ip = parse_ip(s.substr(0, slash));
-  if (!ip) return invalid(json_quoted(s) + " is not a CIDR prefix (address/length)");
-  const int max = ip->family == 4 ? 32 : 128;
-  int len = max;
-  if (slash != std::string::npos) {
-    const std::string l = s.substr(slash + 1);
-    if (l.empty() || l.size() > 3 ||
-        !std::all_of(l.begin(), l.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        std::stoi(l) > max)
-      return invalid(json_quoted(s) + " has no valid prefix length (0.." + std::to_string(max) +
-                     ")");
-    len = std::stoi(l);
-  }
-  IpPrefix p{*ip, static_cast<uint8_t>(len)};
-  for (int bit = len; bit < max; bit++) p.addr.bytes[bit / 8] &= ~(0x80 >> (bit % 8));
-  return p;
-}
-
-std::string prefix_to_string(const IpPrefix& p) {
-  return ip_to_string(p.addr) + "/" + std::to_string(p.len);
-}
-
 bool proto_has_ports(uint8_t p) { return p == 6 || p == 17 || p == 33 || p == 132 || p == 136; }
 bool proto_is_icmp(uint8_t p) { return p == 1 || p == 58; }
 
@@ -220,20 +194,32 @@ bool SecurityGroupRule::same_match(const SecurityGroupRule& o) const {
          remote_ip_prefix == o.remote_ip_prefix && remote_group_id == o.remote_group_id;
 }
 
-Result<SecurityGroupRule> parse_sg_rule(const json& params, const std::string& pfx) {
+namespace {
+
+// The fields of a rule; `extra` is the one more key its context allows
+// (security_group_id), "" for none.
+Result<SecurityGroupRule> parse_rule(const json& params, const std::string& pfx, bool id_optional,
+                                     std::string_view extra) {
   if (!params.is_object())
     return field_error(pfx.empty() ? "params" : pfx.substr(0, pfx.size() - 1),
                        "expected an object, " + got(params));
-  if (auto s = check_known_keys(params,
-                                {"id", "direction", "ethertype", "protocol", "port_range_min",
-                                 "port_range_max", "remote_ip_prefix", "remote_group_id"},
-                                pfx);
-      !s)
-    return s.error();
+  Status known =
+      extra.empty()
+          ? check_known_keys(params,
+                             {"id", "direction", "ethertype", "protocol", "port_range_min",
+                              "port_range_max", "remote_ip_prefix", "remote_group_id"},
+                             pfx)
+          : check_known_keys(params,
+                             {"id", extra, "direction", "ethertype", "protocol", "port_range_min",
+                              "port_range_max", "remote_ip_prefix", "remote_group_id"},
+                             pfx);
+  if (!known) return known.error();
   SecurityGroupRule r;
-  auto id = get_id(params, "id", pfx + "id");
-  if (!id) return id.error();
-  r.id = std::move(*id);
+  if (!id_optional || find_field(params, "id")) {
+    auto id = get_id(params, "id", pfx + "id");
+    if (!id) return id.error();
+    r.id = std::move(*id);
+  }
 
   const json* dir = find_field(params, "direction");
   if (!dir) return field_error(pfx + "direction", "missing (ingress or egress)");
@@ -273,23 +259,59 @@ Result<SecurityGroupRule> parse_sg_rule(const json& params, const std::string& p
   return r;
 }
 
+// A group's display name: neutron's limit, and nothing that garbles a table.
+Result<std::string> parse_group_name(const json& params) {
+  const json* v = find_field(params, "name");
+  if (!v) return std::string();
+  auto s = get_string(*v, "name");
+  if (!s) return s.error();
+  if (s->size() > 255) return field_error("name", "longer than 255 bytes");
+  if (std::any_of(s->begin(), s->end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    return field_error("name", json_quoted(*s) + " contains a control character");
+  return s;
+}
+
+}  // namespace
+
+Result<SecurityGroupRule> parse_sg_rule(const json& params, const std::string& pfx) {
+  return parse_rule(params, pfx, /*id_optional=*/false, "");
+}
+
+Result<std::pair<std::string, SecurityGroupRule>> parse_sg_rule_create(const json& params) {
+  if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
+  auto group = get_id(params, "security_group_id", "security_group_id");
+  if (!group) return group.error();
+  auto r = parse_rule(params, "", /*id_optional=*/true, "security_group_id");
+  if (!r) return r.error();
+  return std::pair{std::move(*group), std::move(*r)};
+}
+
 Result<SecurityGroup> parse_security_group(const json& params) {
   if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
-  if (auto s = check_known_keys(params, {"id", "rules"}, ""); !s) return s.error();
+  if (auto s = check_known_keys(params, {"id", "name", "rules"}, ""); !s) return s.error();
   SecurityGroup g;
   auto id = get_id(params, "id", "id");
   if (!id) return id.error();
   g.id = std::move(*id);
+  auto name = parse_group_name(params);
+  if (!name) return name.error();
+  g.name = std::move(*name);
   const json* rules = find_field(params, "rules");
   if (!rules) return g;
   if (!rules->is_array()) return field_error("rules", "expected a list of rules, " + got(*rules));
   for (size_t i = 0; i < rules->size(); i++) {
     const std::string pfx = "rules[" + std::to_string(i) + "].";
-    auto r = parse_sg_rule((*rules)[i], pfx);
+    auto r = parse_rule((*rules)[i], pfx, /*id_optional=*/true, "security_group_id");
     if (!r) return r.error();
+    // to_json(group) writes each rule's group id (neutron does): it must be this group.
+    if (const json* gid = find_field((*rules)[i], "security_group_id"); gid && *gid != g.id)
+      return field_error(
+          pfx + "security_group_id",
+          gid->dump(-1, ' ', false, json::error_handler_t::replace) + " is not this group's id");
     for (size_t j = 0; j < g.rules.size(); j++) {
       const std::string other = "rules[" + std::to_string(j) + "]";
-      if (g.rules[j].id == r->id)
+      if (!r->id.empty() && g.rules[j].id == r->id)
         return field_error(pfx + "id", json_quoted(r->id) + " is also the id of " + other);
       if (g.rules[j].same_match(*r))
         return field_error("rules[" + std::to_string(i) + "]",
@@ -322,10 +344,16 @@ json to_json(const SecurityGroupRule& r) {
   return j;
 }
 
+json to_json(const SecurityGroupRule& r, const std::string& group_id) {
+  json j = to_json(r);
+  j["security_group_id"] = group_id;
+  return j;
+}
+
 json to_json(const SecurityGroup& g) {
   json rules = json::array();
-  for (const SecurityGroupRule& r : g.rules) rules.push_back(to_json(r));
-  return {{"id", g.id}, {"rules", rules}};
+  for (const SecurityGroupRule& r : g.rules) rules.push_back(to_json(r, g.id));
+  return {{"id", g.id}, {"name", g.name}, {"rules", std::move(rules)}};
 }
 
 // ---- compilation ------------------------------------------------------------------

@@ -13,25 +13,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "control/model.h"
+#include "control/net_addr.h"
 #include "control/result.h"
 #include "dataplane/sg_classifier.h"
 
 namespace strait::ctl {
-
-struct IpPrefix {
-  IpAddr addr;      // host bits zero
-  uint8_t len = 0;  // 0..32 or 0..128
-  bool operator==(const IpPrefix&) const = default;
-  auto operator<=>(const IpPrefix&) const = default;
-};
-
-// "10.0.0.0/8", "2001:db8::/32"; a bare address is a host prefix. Host bits
-// are cleared (neutron normalises them too).
-Result<IpPrefix> parse_prefix(const std::string& s);
-std::string prefix_to_string(const IpPrefix& p);
 
 // IP protocols that have ports (neutron's SG_PORT_PROTO_NUMS): tcp, udp, dccp,
 // sctp, udplite. ICMP and ICMPv6 carry type and code in the port fields.
@@ -54,6 +43,7 @@ struct SecurityGroupRule {
 
 struct SecurityGroup {
   std::string id;
+  std::string name;  // display only: <= 255 bytes, no control characters; may be ""
   std::vector<SecurityGroupRule> rules;
 };
 
@@ -62,8 +52,20 @@ struct SecurityGroup {
 // field names (parse_security_group passes "rules[i].").
 Result<SecurityGroupRule> parse_sg_rule(const nlohmann::json& params,
                                         const std::string& field_prefix = "");
+// security_group_rule.create: the rule's fields plus "security_group_id";
+// returns (group id, rule). "id" may be absent: the rule's id is then ""
+// and the caller gives it one (new_uuid(), control/model.h).
+Result<std::pair<std::string, SecurityGroupRule>> parse_sg_rule_create(
+    const nlohmann::json& params);
+// {"id", "name"?, "rules"?: [...]}. A rule's "id" may be absent here too
+// (the caller fills it in; the Model refuses a rule without one); a rule's
+// "security_group_id", when present, must be the group's id.
 Result<SecurityGroup> parse_security_group(const nlohmann::json& params);
+// {"id", "direction", ..., "remote_group_id"}: every field, null when unset.
 nlohmann::json to_json(const SecurityGroupRule& r);
+// The same plus "security_group_id" (the API's rule objects).
+nlohmann::json to_json(const SecurityGroupRule& r, const std::string& group_id);
+// {"id", "name", "rules": [rule with security_group_id...]}; callers may add keys.
 nlohmann::json to_json(const SecurityGroup& g);
 // "tcp", "ipv6-icmp", or the number for protocols without a name here.
 std::string protocol_name(uint8_t proto);

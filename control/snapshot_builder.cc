@@ -1,5 +1,8 @@
 #include "control/snapshot_builder.h"
 
+#include <algorithm>
+#include <set>
+
 namespace strait::ctl {
 namespace {
 
@@ -17,7 +20,37 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
     s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
 }
 
+dp::SgPrefix to_sg(const IpAddr& a, uint8_t len) {
+  dp::SgPrefix p;
+  p.family = a.family == 4 ? dp::SgFamily::kIpv4 : dp::SgFamily::kIpv6;
+  p.len = len;
+  p.addr = a.bytes;
+  return p;
+}
+
+// fe80::/64 with the modified EUI-64 of the MAC (RFC 4291 appendix A).
+dp::SgPrefix link_local(const Mac& m) {
+  dp::SgPrefix p;
+  p.family = dp::SgFamily::kIpv6;
+  p.len = 128;
+  p.addr = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
+  return p;
+}
+
 }  // namespace
+
+std::vector<dp::AllowedSource> allowed_sources(const PortSpec& p) {
+  std::vector<dp::AllowedSource> out;
+  const uint64_t mac = dp::mac_to_u64(p.mac.data());
+  for (const IpAddr& ip : p.fixed_ips) out.push_back({mac, to_sg(ip, ip.family == 4 ? 32 : 128)});
+  out.push_back({mac, link_local(p.mac)});
+  for (const AddressPair& ap : p.allowed_address_pairs) {
+    const uint64_t pm = dp::mac_to_u64(ap.mac_address.data());
+    out.push_back({pm, to_sg(ap.ip_address.addr, ap.ip_address.len)});
+    if (pm != mac) out.push_back({pm, link_local(ap.mac_address)});
+  }
+  return out;
+}
 
 dp::TxQueue tx_queue_for(uint16_t worker, uint16_t n_workers, uint16_t n_txq) {
   const uint16_t q = worker % n_txq;
@@ -65,6 +98,7 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
 
   // Learned entries first: a bound port's static entry for the same MAC wins.
   std::vector<dp::FdbEntry> fdb;
+  std::set<uint16_t> secured_vlans;  // networks with a port-security port
   for (const LearnedMac& l : in.learned)
     fdb.push_back({dp::Fdb::make_key(l.lvlan, l.mac.data()), l.port, l.slot});
   for (const auto& [id, p] : in.ports) {
@@ -78,8 +112,34 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
     std::copy(spec->mac.begin(), spec->mac.end(), e.mac);
     if (p.live) s->networks[lvlan].flood.push_back({p.dp, 0});
     fdb.push_back({dp::Fdb::make_key(lvlan, spec->mac.data()), p.dp, dp::kNoSlot});
+    if (spec->port_security_enabled) {
+      auto sec = std::make_unique<dp::PortSecurity>();
+      if (auto c = in.classifiers.find(canonical_group_set(spec->security_groups));
+          c != in.classifiers.end() && c->second) {
+        sec->sg = c->second.get();
+        if (std::find(s->classifiers.begin(), s->classifiers.end(), c->second) ==
+            s->classifiers.end())
+          s->classifiers.push_back(c->second);
+      }
+      sec->sources = allowed_sources(*spec);
+      for (const dp::AllowedSource& a : sec->sources)
+        if (std::find(sec->macs.begin(), sec->macs.end(), a.mac) == sec->macs.end())
+          sec->macs.push_back(a.mac);
+      e.security = sec.get();
+      s->security.push_back(std::move(sec));
+      secured_vlans.insert(lvlan);
+    }
   }
   s->fdb = dp::Fdb(fdb);
+  // The rules look at L3/L4: every port whose frames can reach or come from
+  // a port with port security caches flows by the full key.
+  if (!secured_vlans.empty()) {
+    for (const auto& [id, p] : in.ports)
+      if (s->ports[p.dp].present && secured_vlans.count(s->ports[p.dp].lvlan))
+        s->ports[p.dp].key_bytes = dp::kFullKeyBytes;
+    for (uint16_t v : secured_vlans)
+      if (s->networks[v].uplink != dp::kNoPort) s->ports[s->networks[v].uplink].key_bytes = dp::kFullKeyBytes;
+  }
   return s;
 }
 

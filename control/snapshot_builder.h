@@ -37,9 +37,20 @@ struct BuildInput {
   std::map<std::string, DpPort> ports;    // by port id (bound ports with a device)
   std::map<std::string, DpPort> uplinks;  // by physnet name
   std::vector<LearnedMac> learned;
+  // The compiled rules of each canonical group set (canonical_group_set)
+  // that a bound port with port security uses (SgCache). A set missing here
+  // (or a port without groups) gets PortSecurity::sg == null: nothing allowed.
+  std::map<std::vector<std::string>, std::shared_ptr<const dp::SgClassifier>> classifiers;
 };
 
+// Ports with port security get a PortSecurity (dp/port_security.h says what
+// it enforces). Every port of a network with a port-security port, and every
+// uplink carrying such a network, gets the full flow-cache key scope (the
+// rules look at L3/L4).
 std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in);
+
+// The allowed sources of a port with port security (dp::AllowedSource).
+std::vector<dp::AllowedSource> allowed_sources(const PortSpec& p);
 
 // Which tx queue worker `w` uses on a device with n_txq queues, and whether
 // another worker uses it too (then it is locked per burst).

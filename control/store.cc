@@ -16,7 +16,32 @@ constexpr const char* kSchema = R"(
   CREATE TABLE IF NOT EXISTS networks (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS ports (id TEXT PRIMARY KEY, spec TEXT NOT NULL,
                                     local_vlan INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS security_groups (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
 )";
+
+// The rows of `sql` (id, spec JSON, ...) through `parse`, in id order; a row
+// that no longer parses is an error naming it.
+template <typename Parse, typename Add>
+Status load_rows(sqlite3* db, const std::string& path, const char* sql, const char* what,
+                 Parse parse, Add add) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK)
+    return db_error(db, std::string("read ") + what);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const std::string id = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    auto v = parse(nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)),
+                                         nullptr, false));
+    if (!v) {
+      sqlite3_finalize(st);
+      return Error{"invalid_argument", path + ": " + what + " " + id + ": " + v.error().message};
+    }
+    add(std::move(*v), st);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return db_error(db, std::string("read ") + what);
+  return ok();
+}
 
 }  // namespace
 
@@ -34,7 +59,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   char* err = nullptr;
   if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", nullptr, nullptr,
                    &err) != SQLITE_OK ||
-      sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+      sqlite3_exec(db,
+                   "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                   nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "?";
     sqlite3_free(err);
     return Error{"internal", "state database " + path + ": " + msg};
@@ -44,15 +71,32 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   int version = 0;
   if (sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
+  // Checked before any table is created: a newer database is left as it is.
   if (version > kSchemaVersion)
     return Error{"invalid_argument", "state database " + path + ": schema version " +
                                          std::to_string(version) + " is newer than this straitd (" +
                                          std::to_string(kSchemaVersion) + ")"};
-  if (version == 0) {
+  if (version < kSchemaVersion) {
+    // New database, or an upgrade: every version only adds tables (v2:
+    // security_groups), so creating the missing ones is the whole upgrade.
+    // One transaction: the version moves with the tables.
+    if (Status r = s->exec("BEGIN IMMEDIATE", {}); !r) return r.error();
+    if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "?";
+      sqlite3_free(err);
+      (void)s->exec("ROLLBACK", {});
+      return Error{"internal", "state database " + path + ": " + msg};
+    }
     if (Status r = s->exec("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                            {std::to_string(kSchemaVersion)});
-        !r)
+        !r) {
+      (void)s->exec("ROLLBACK", {});
       return r.error();
+    }
+    if (Status r = s->exec("COMMIT", {}); !r) {
+      (void)s->exec("ROLLBACK", {});
+      return r.error();
+    }
   }
   return s;
 }
@@ -104,33 +148,32 @@ Status Store::delete_port(const std::string& id) {
   return exec("DELETE FROM ports WHERE id = ?", {id});
 }
 
+Status Store::put_security_group(const SecurityGroup& g) {
+  return exec("INSERT OR REPLACE INTO security_groups VALUES (?, ?)", {g.id, to_json(g).dump()});
+}
+
+Status Store::delete_security_group(const std::string& id) {
+  return exec("DELETE FROM security_groups WHERE id = ?", {id});
+}
+
 Result<Store::Saved> Store::load() const {
   Saved saved;
-  sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db_, "SELECT id, spec FROM networks ORDER BY id", -1, &st, nullptr);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const std::string id = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    auto n = parse_network(nlohmann::json::parse(
-        reinterpret_cast<const char*>(sqlite3_column_text(st, 1)), nullptr, false));
-    if (!n) {
-      sqlite3_finalize(st);
-      return Error{"invalid_argument", path_ + ": network " + id + ": " + n.error().message};
-    }
-    saved.networks.push_back(*n);
-  }
-  sqlite3_finalize(st);
-  sqlite3_prepare_v2(db_, "SELECT id, spec, local_vlan FROM ports ORDER BY id", -1, &st, nullptr);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const std::string id = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    auto p = parse_port(nlohmann::json::parse(
-        reinterpret_cast<const char*>(sqlite3_column_text(st, 1)), nullptr, false));
-    if (!p) {
-      sqlite3_finalize(st);
-      return Error{"invalid_argument", path_ + ": port " + id + ": " + p.error().message};
-    }
-    saved.ports.emplace_back(*p, static_cast<uint16_t>(sqlite3_column_int(st, 2)));
-  }
-  sqlite3_finalize(st);
+  Status st =
+      load_rows(db_, path_, "SELECT id, spec FROM networks ORDER BY id", "network", parse_network,
+                [&](NetworkSpec n, sqlite3_stmt*) { saved.networks.push_back(std::move(n)); });
+  if (!st) return st.error();
+  // Rows of schema v1 have no port-security fields: they parse as a plain port.
+  st = load_rows(db_, path_, "SELECT id, spec, local_vlan FROM ports ORDER BY id", "port",
+                 parse_port, [&](PortSpec p, sqlite3_stmt* row) {
+                   saved.ports.emplace_back(std::move(p),
+                                            static_cast<uint16_t>(sqlite3_column_int(row, 2)));
+                 });
+  if (!st) return st.error();
+  st = load_rows(db_, path_, "SELECT id, spec FROM security_groups ORDER BY id", "security group",
+                 parse_security_group, [&](SecurityGroup g, sqlite3_stmt*) {
+                   saved.security_groups.push_back(std::move(g));
+                 });
+  if (!st) return st.error();
   return saved;
 }
 

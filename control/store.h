@@ -1,6 +1,6 @@
 #pragma once
-// The persistent state: networks and port bindings with their local VLANs,
-// in SQLite under state_dir. Every API change is one transaction, committed
+// The persistent state: networks, port bindings with their local VLANs and
+// security groups with their rules, in SQLite under state_dir. Every API change is one transaction, committed
 // before the change is published, so what an acknowledged reply promised
 // survives a crash. Rows hold the same JSON the API takes, so loading goes
 // through the same validation as a request.
@@ -18,7 +18,8 @@ namespace strait::ctl {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  // 2: security_groups table (a v1 database is upgraded in place on open).
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if needed) state_dir/strait.db. Refuses a database of
   // a newer schema than this build knows.
@@ -31,10 +32,14 @@ class Store {
   // Several bindings in one transaction: all of them are saved or none.
   Status put_ports(const std::vector<std::pair<PortSpec, uint16_t>>& ports);
   Status delete_port(const std::string& id);
+  // A group with all its rules (rule changes rewrite their group's row).
+  Status put_security_group(const SecurityGroup& g);
+  Status delete_security_group(const std::string& id);
 
   struct Saved {
     std::vector<NetworkSpec> networks;
     std::vector<std::pair<PortSpec, uint16_t>> ports;  // with their local VLAN
+    std::vector<SecurityGroup> security_groups;
   };
   // Everything saved; a row that no longer validates is an error naming it.
   Result<Saved> load() const;

@@ -59,6 +59,13 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   if (!sw->shared_.qsbr || rte_rcu_qsbr_init(sw->shared_.qsbr, n_workers) != 0)
     return Error{"internal", "rte_rcu_qsbr init failed"};
   sw->shared_.pool = sw->pool_;
+  dp::CtConfig ctc;
+  ctc.capacity = cfg.ct_capacity;
+  ctc.n_workers = n_workers;
+  ctc.tcp_loose = cfg.ct_tcp_loose;
+  sw->ct_ = std::make_unique<dp::Conntrack>(ctc);
+  sw->shared_.ct = sw->ct_.get();
+  spdlog::info("conntrack: {} entries", ctc.capacity);
   for (uint16_t w = 0; w < n_workers; w++)
     sw->workers_.push_back(std::make_unique<dp::Worker>(
         w, cfg.worker_lcores[w], &sw->shared_, cfg.flow_cache_entries, cfg.idle_sleep_us));
@@ -80,6 +87,8 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
 Status Switch::restore() {
   auto saved = store_->load();
   if (!saved) return saved.error();
+  if (Status st = model_.restore_security_groups(saved->security_groups); !st)
+    return Error{st.error().code, store_->path() + ": " + st.error().message};
   for (const NetworkSpec& n : saved->networks)
     if (Status st = model_.add_network(n); !st)
       return Error{st.error().code, store_->path() + ": network " + n.id + ": " + st.error().message};
@@ -100,8 +109,14 @@ Status Switch::restore() {
     ports_.emplace(spec.id, std::move(*rt));
     if (live) announce_up_when_live(spec.id);
   }
-  spdlog::info("restored {} network(s), {} port(s) from {}", saved->networks.size(),
-               saved->ports.size(), store_->path());
+  // Every port's rules are compiled before the first snapshot enables any
+  // port (F1, F11).
+  auto sets = sg_.prepare(model_);
+  if (!sets) return Error{sets.error().code, store_->path() + ": " + sets.error().message};
+  sg_.commit(std::move(*sets));
+  spdlog::info("restored {} security group(s), {} network(s), {} port(s) from {}",
+               saved->security_groups.size(), saved->networks.size(), saved->ports.size(),
+               store_->path());
   return ok();
 }
 
@@ -147,6 +162,7 @@ Switch::~Switch() {
   for (auto& [name, u] : uplinks_) close_ethdev(u.dev);
   ports_.clear();
   uplinks_.clear();
+  publisher_.poll();  // workers stopped: run what waited for a grace period
   rte_free(shared_.qsbr);
   rte_mempool_free(pool_);  // every device that drew from it is closed
 }
@@ -183,6 +199,7 @@ void Switch::republish() {
   in.n_workers = static_cast<uint16_t>(workers_.size());
   for (const auto& [id, p] : ports_) in.ports.emplace(id, p.dp);
   for (const auto& [name, u] : uplinks_) in.uplinks.emplace(name, u.dp);
+  in.classifiers = sg_.classifiers();
   for (const auto& [key, l] : learned_) {
     Mac mac;
     for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
@@ -224,6 +241,7 @@ void Switch::poll() {
   drain_learn_events();
   age_learned();
   poll_cache_dumps();
+  poll_conntrack();
 }
 
 Switch::PortRuntime* Switch::port_by_vhost(const std::string& path, int vid, std::string* id) {

@@ -20,6 +20,7 @@
 #include "control/libvirt_watcher.h"
 #include "control/model.h"
 #include "control/publisher.h"
+#include "control/sg_cache.h"
 #include "control/snapshot_builder.h"
 #include "control/store.h"
 #include "dataplane/worker.h"
@@ -107,6 +108,25 @@ class Switch {
   void log_level(const nlohmann::json& params, Done done);
   nlohmann::json mempool_json() const;
   void port_unbind(const nlohmann::json& params, Done done);
+  // Security groups and port updates (switch_secgroup.cc).
+  void security_group_create(const nlohmann::json& params, Done done);
+  void security_group_delete(const nlohmann::json& params, Done done);
+  void sg_rule_create(const nlohmann::json& params, Done done);
+  void sg_rule_delete(const nlohmann::json& params, Done done);
+  void port_update(const nlohmann::json& params, Done done);
+  nlohmann::json security_group_json(const SecurityGroup& g) const;
+  // Applies `change` to a copy of the model, compiles the classifiers the
+  // result needs, saves it (`save` sees the new model), and only then makes
+  // it the model and publishes it. Any failure changes nothing.
+  Status apply(const std::function<Status(Model&)>& change,
+               const std::function<Status(const Model&)>& save);
+  // Conntrack: expiry and deferred reuse on the control tick; the entries of
+  // a port's addresses removed once no worker runs the snapshot before now.
+  void poll_conntrack();
+  void flush_conntrack_after_grace(const PortSpec& p, uint16_t lvlan,
+                                   std::vector<IpAddr> only = {});
+  nlohmann::json conntrack_json() const;
+  nlohmann::json sg_json() const;  // compiled group sets, for show
   // Observability (switch_inspect.cc): trace and cache.dump.
   void trace(const nlohmann::json& params, Done done);
   void cache_dump(const nlohmann::json& params, Done done);
@@ -152,6 +172,10 @@ class Switch {
 
   Config cfg_;
   Model model_;
+  SgCache sg_;
+  std::unique_ptr<dp::Conntrack> ct_;
+  bool ct_retiring_ = false;  // a batch of removed entries waits for a grace period
+  uint64_t ct_last_expire_ms_ = 0;
   std::unique_ptr<Store> store_;
   dp::DataplaneShared shared_;
   Publisher publisher_;

@@ -57,6 +57,23 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   if (method == "network.delete") return network_delete(params, std::move(done));
   if (method == "port.bind") return port_bind(params, std::move(done));
   if (method == "port.unbind") return port_unbind(params, std::move(done));
+  if (method == "port.update") return port_update(params, std::move(done));
+  if (method == "security_group.create") return security_group_create(params, std::move(done));
+  if (method == "security_group.delete") return security_group_delete(params, std::move(done));
+  if (method == "security_group_rule.create") return sg_rule_create(params, std::move(done));
+  if (method == "security_group_rule.delete") return sg_rule_delete(params, std::move(done));
+  if (method == "security_group.list") {
+    json groups = json::array();
+    for (const auto& [id, g] : model_.security_groups()) groups.push_back(security_group_json(g));
+    return done(ok_reply({{"security_groups", groups}}));
+  }
+  if (method == "security_group.show") {
+    auto id = id_param(params);
+    if (!id) return done(error_reply(id.error()));
+    const SecurityGroup* g = model_.security_group(*id);
+    if (!g) return done(error_reply(not_found("security group " + *id + " does not exist")));
+    return done(ok_reply(security_group_json(*g)));
+  }
   if (method == "network.list") {
     json nets = json::array();
     for (const auto& [id, n] : model_.networks()) nets.push_back(network_json(n));
@@ -182,12 +199,19 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
     }
     made.push_back(std::move(*rt));
   }
+  // New members change the address sets of the groups naming theirs.
+  auto sets = sg_.prepare(model_);
+  if (!sets) {
+    undo();
+    return sets.error();
+  }
   std::vector<std::pair<PortSpec, uint16_t>> rows;
   for (const PortSpec& s : specs) rows.emplace_back(s, model_.local_vlan(s.network));
   if (Status st = store_->put_ports(rows); !st) {
     undo();
     return st.error();
   }
+  sg_.commit(std::move(*sets));
   for (size_t i = 0; i < specs.size(); i++) ports_.emplace(specs[i].id, std::move(made[i]));
   republish();
   for (const PortSpec& s : specs)
@@ -206,9 +230,21 @@ void Switch::port_unbind(const json& params, Done done) {
   const PortSpec saved = *spec;
   const uint16_t lvlan = model_.local_vlan(saved.network);
   if (Status st = model_.remove_port(*id); !st) return done(error_reply(st.error()));
+  auto sets = sg_.prepare(model_);  // the port leaves its groups' address sets
+  if (!sets) {
+    (void)model_.restore_port(saved, lvlan);
+    return done(error_reply(sets.error()));
+  }
   if (Status st = store_->delete_port(*id); !st) {
     (void)model_.restore_port(saved, lvlan);
     return done(error_reply(st.error()));
+  }
+  sg_.commit(std::move(*sets));
+  // Its connections go with it; the whole zone when the network leaves.
+  if (model_.local_vlan(saved.network) == 0) {
+    publisher_.after_grace([this, lvlan] { ct_->flush_zone(lvlan); });
+  } else {
+    flush_conntrack_after_grace(saved, lvlan);
   }
   PortRuntime rt = std::move(it->second);
   ports_.erase(it);
@@ -294,7 +330,8 @@ json Switch::show() const {
   return {{"version", STRAIT_VERSION}, {"generation", publisher_.generation()},
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
           {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()},
-          {"mempool", mempool_json()}};
+          {"mempool", mempool_json()}, {"conntrack", conntrack_json()},
+          {"security_groups", sg_json()}};
 }
 
 // The packet buffers: sized at start from workers and physnets (not OVS's
@@ -338,7 +375,8 @@ json Switch::stats() const {
                        {"generation", dp::read(st.generation)}, {"drops", drops_json(drops, 0)}});
   }
   return {{"generation", publisher_.generation()}, {"tsc_hz", rte_get_tsc_hz()},
-          {"ports", ports}, {"workers", workers}, {"drops", drops_json(total, 0)}};
+          {"ports", ports}, {"workers", workers}, {"drops", drops_json(total, 0)},
+          {"conntrack", conntrack_json()}};
 }
 
 }  // namespace strait::ctl

@@ -106,6 +106,7 @@ void Switch::trace(const json& params, Done done) {
                  {"drop_help", dropped ? json(std::string(dp::drop_reason_help(r.drop))) : json()},
                  {"actions", actions},
                  {"learn", r.learn},
+                 {"tracked", r.tracked},
                  {"consistent", r.consistent}}));
 }
 

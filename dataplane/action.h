@@ -18,10 +18,20 @@ enum class ActionKind : uint8_t {
 // Action flags.
 inline constexpr uint8_t kActLearn = 1;          // source MAC unknown here: tell control
 inline constexpr uint8_t kActIngressTagged = 2;  // frame carries the network's tag: strip or rewrite
+// Stateful security groups (a port with port security on the path, traffic
+// that is not always allowed): every packet goes through conntrack, also on
+// a flow-cache hit. Established and related packets pass; a packet of no
+// connection passes and opens one only with kActNewOk.
+inline constexpr uint8_t kActTrack = 4;
+// The rules allow this packet to open a connection: the egress rules of the
+// ingress port and the ingress rules of the output port (floods: the ingress
+// port's; each target's ingress is checked per packet). Without it, `reason`
+// says which side refused (kSgEgressDenied / kSgIngressDenied).
+inline constexpr uint8_t kActNewOk = 8;
 
 struct Action {
   ActionKind kind = ActionKind::kDrop;
-  DropReason reason = DropReason::kNone;  // kDrop only
+  DropReason reason = DropReason::kNone;  // kDrop; kActTrack without kActNewOk: why new is refused
   uint8_t flags = 0;
   uint8_t pad = 0;
   uint16_t out_port = kNoPort;  // kOutput: datapath port index

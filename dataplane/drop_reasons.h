@@ -33,6 +33,18 @@
   _(kSamePort, "same_port", "destination is behind the ingress port")               \
   _(kFloodNoTarget, "flood_no_target", "broadcast/unknown with no other port")      \
   _(kMtuExceeded, "mtu_exceeded", "frame above the network MTU")                    \
+  /* port security and security groups */                                           \
+  _(kSpoofedMac, "spoofed_mac", "source MAC not the port's or an allowed pair's")    \
+  _(kSpoofedIp, "spoofed_ip", "source IP not a fixed IP, allowed pair or link-local of the port") \
+  _(kSpoofedArp, "spoofed_arp", "ARP sender MAC or IP not the port's")              \
+  _(kDhcpServerFromVm, "dhcp_server_from_vm", "DHCP/DHCPv6 server reply sent by a VM") \
+  _(kRaFromVm, "ra_from_vm", "IPv6 router advertisement sent by a VM")               \
+  _(kEthertypeDenied, "ethertype_denied", "neither ARP, IPv4 nor IPv6, port security on") \
+  _(kSgEgressDenied, "sg_egress_denied", "no egress rule of the sending port allows it") \
+  _(kSgIngressDenied, "sg_ingress_denied", "no ingress rule of the receiving port allows it") \
+  _(kCtRevoked, "ct_revoked", "connection no longer allowed by the rules: ended")   \
+  _(kCtInvalid, "ct_invalid", "cannot open a connection and belongs to none")       \
+  _(kCtFull, "ct_full", "connection table full: new connection refused")            \
   /* actions */                                                                     \
   _(kNoMbuf, "no_mbuf", "mbuf pool empty while replicating a flood")                \
   _(kTxFull, "tx_full", "output queue full, frame not sent")

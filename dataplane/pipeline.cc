@@ -1,5 +1,7 @@
 #include "dataplane/pipeline.h"
 
+#include "dataplane/port_security.h"
+
 namespace strait::dp {
 namespace {
 
@@ -29,13 +31,62 @@ Action l2_forward(const Snapshot& snap, const Network& net, uint16_t lvlan, cons
   return a;
 }
 
+// The sending VM's side of port security: anti-spoofing, then what its
+// egress rules say. Returns false with *a set to the drop.
+bool sender_security(const PortSecurity& sec, const FlowKey& key, Action* a) noexcept {
+  if (DropReason r = spoof_check(sec, key); r != DropReason::kNone) {
+    *a = drop_action(r);
+    return false;
+  }
+  DropReason why = DropReason::kNone;
+  switch (egress_class(key, &why)) {
+    case SgClass::kDeny:
+      *a = drop_action(why);
+      return false;
+    case SgClass::kAllow:
+      return true;
+    case SgClass::kRules:
+      a->flags |= kActTrack;
+      if (rules_allow(sec, SgDirection::kEgress, key))
+        a->flags |= kActNewOk;
+      else
+        a->reason = DropReason::kSgEgressDenied;
+      return true;
+  }
+  return true;
+}
+
+// The receiving VM's side of a unicast output: its ingress rules join the
+// decision (floods check each target per packet, in the worker).
+Action receiver_security(const PortSecurity& sec, const FlowKey& key, Action a) noexcept {
+  DropReason why = DropReason::kNone;
+  switch (ingress_class(key, &why)) {
+    case SgClass::kDeny:
+      return drop_action(why);
+    case SgClass::kAllow:
+      return a;
+    case SgClass::kRules:
+      break;
+  }
+  // Untracked so far (the sender has no port security, or its side always
+  // allows this): new connections are the receiver's rules' alone.
+  if (!(a.flags & kActTrack)) a.flags |= kActTrack | kActNewOk;
+  if ((a.flags & kActNewOk) && !rules_allow(sec, SgDirection::kIngress, key)) {
+    a.flags &= ~kActNewOk;
+    a.reason = DropReason::kSgIngressDenied;
+  }
+  return a;
+}
+
 Action from_access(const Snapshot& snap, const PortEntry& port, const FlowKey& key) noexcept {
   // An access port carries one network, untagged: a tag from a VM is an
   // attempt to reach another VLAN (or to smuggle a double tag).
   if (key.n_tags != 0) return drop_action(DropReason::kTaggedOnAccess);
   const Network& net = snap.networks[port.lvlan];
   if (!net.present) return drop_action(DropReason::kPortDown);
-  return l2_forward(snap, net, port.lvlan, key, Action{});
+  Action a;
+  if (port.security && !sender_security(*port.security, key, &a)) return a;
+  return l2_forward(snap, net, port.lvlan, key, a);
 }
 
 Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& key) noexcept {
@@ -74,8 +125,14 @@ Action pipeline_decide(const Snapshot& snap, const FlowKey& key) noexcept {
   if (!port->enabled) return drop_action(DropReason::kPortDown);
   if (mac_is_multicast(key.dl_src) || mac_is_zero(key.dl_src))
     return drop_action(DropReason::kInvalidSourceMac);
-  return port->role == PortRole::kAccess ? from_access(snap, *port, key)
-                                         : from_uplink(snap, *port, key);
+  Action a = port->role == PortRole::kAccess ? from_access(snap, *port, key)
+                                             : from_uplink(snap, *port, key);
+  if (a.kind == ActionKind::kOutput) {
+    // l2_forward checked that the output port exists.
+    if (const PortSecurity* sec = snap.ports[a.out_port].security)
+      return receiver_security(*sec, key, a);
+  }
+  return a;
 }
 
 }  // namespace strait::dp

@@ -12,6 +12,7 @@
 #include "dataplane/action.h"
 #include "dataplane/fdb.h"
 #include "dataplane/flow_key.h"
+#include "dataplane/sg_classifier.h"
 
 namespace strait::dp {
 
@@ -33,6 +34,27 @@ inline constexpr uint16_t kMaxVhostQueues = 16;  // queue pairs used per vhost p
 
 enum class NetType : uint8_t { kLocal, kFlat, kVlan };
 
+// One source a VM port may send from: a MAC and the addresses it may use
+// with it (port security). The port's MAC with each fixed IP (host prefix)
+// and with its IPv6 link-local address (fe80::/64 + EUI-64 of the MAC); each
+// allowed address pair's MAC (the port's when the pair names none) with the
+// pair's prefix and that MAC's link-local address.
+struct AllowedSource {
+  uint64_t mac;      // mac_to_u64
+  SgPrefix prefix;   // family, length, network-order address
+};
+
+// Port security of one VM port (port_security_enabled = true): anti-spoofing,
+// the always-allowed traffic, and its security groups. Owned by the Snapshot.
+struct PortSecurity {
+  // The compiled rules of the port's set of groups, shared by every port with
+  // the same set; null when the port has no group (no rule allows anything:
+  // only the always-allowed traffic and nothing stateful passes).
+  const SgClassifier* sg = nullptr;
+  std::vector<uint64_t> macs;            // allowed source MACs (mac_to_u64)
+  std::vector<AllowedSource> sources;    // allowed (MAC, source address) pairs
+};
+
 // How a worker transmits to one port.
 struct TxQueue {
   uint16_t queue = 0;
@@ -50,6 +72,9 @@ struct PortEntry {
   uint16_t uplink_map = 0;   // kUplink: index into Snapshot::uplinks
   uint32_t key_bytes = kL2KeyBytes;  // flow-cache key scope of frames from this port
   uint8_t mac[6] = {};
+  // kAccess with port security on: what the port may send and receive
+  // (points into Snapshot::security); null: no filtering, no anti-spoofing.
+  const PortSecurity* security = nullptr;
   std::array<TxQueue, kMaxWorkers> txq{};  // indexed by worker
 };
 
@@ -86,6 +111,12 @@ struct Snapshot {
   std::vector<UplinkMap> uplinks;
   Fdb fdb;
   std::vector<std::vector<RxQueue>> rx_by_worker;  // what each worker polls
+  // Port security of the ports that have it (PortEntry::security), and the
+  // classifiers they use: a classifier shared with older and newer snapshots
+  // lives while any of them does (freed on the control thread, never by a
+  // worker: workers hold plain pointers until their next quiescent report).
+  std::vector<std::unique_ptr<PortSecurity>> security;
+  std::vector<std::shared_ptr<const SgClassifier>> classifiers;
 
   Snapshot() : ports(kMaxPorts) {}
   const PortEntry* port(uint16_t idx) const {

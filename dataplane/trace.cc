@@ -1,9 +1,13 @@
 #include "dataplane/trace.h"
 
+#include <arpa/inet.h>
+
 #include <cstdio>
 
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/port_security.h"
+#include "dataplane/sg_stage.h"
 
 namespace strait::dp {
 namespace {
@@ -18,6 +22,37 @@ std::string format(const char* fmt, auto... args) {
 
 std::string mac_str(const uint8_t* m) {
   return format("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+// The L3 source of a key: IPv4 / IPv6 address, ARP sender IP.
+std::string src_ip_str(const FlowKey& k) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(k.dl_type == kEthTypeIpv6 ? AF_INET6 : AF_INET, k.nw_src, buf, sizeof buf);
+  return buf;
+}
+
+std::string spoof_detail(const FlowKey& k, DropReason r) {
+  switch (r) {
+    case DropReason::kSpoofedMac:
+      return "source MAC " + mac_str(k.dl_src) + " is neither the port's nor an allowed pair's";
+    case DropReason::kSpoofedArp:
+      return "ARP sender " + mac_str(k.nw_src + 4) + " / " + src_ip_str(k) +
+             " is not the frame's source MAC with an address of the port";
+    case DropReason::kSpoofedIp:
+      return "source " + src_ip_str(k) + " is not a fixed IP, allowed pair or link-local address" +
+             " of the port with MAC " + mac_str(k.dl_src);
+    default:
+      return std::string(drop_reason_help(r));
+  }
+}
+
+// "rule #n of the port's security groups" / "no rule".
+std::string rule_str(const PortSecurity& sec, SgDirection dir, const FlowKey& k) {
+  const char* d = dir == SgDirection::kEgress ? "egress" : "ingress";
+  if (!sec.sg) return format("the port has no security group: no %s rule", d);
+  const uint32_t m = sec.sg->match(dir, k);
+  return m ? format("%s rule #%u of the port's security groups", d, m)
+           : format("no %s rule of the port's security groups", d);
 }
 
 const char* net_type_str(NetType t) {
@@ -54,7 +89,12 @@ class Explainer {
       return stop(TraceStage::kSourceMac, DropReason::kInvalidSourceMac,
                   "source " + mac_str(key_.dl_src) + " is multicast or zero");
     add(TraceStage::kSourceMac, "source " + mac_str(key_.dl_src) + " is a unicast address");
-    return port->role == PortRole::kAccess ? access(*port) : uplink(*port);
+    DropReason r = port->role == PortRole::kAccess ? access(*port) : uplink(*port);
+    if (r != DropReason::kNone) return r;
+    if (out_port_ != kNoPort)
+      if (const PortSecurity* sec = snap_.ports[out_port_].security)
+        if (r = receiver(*sec); r != DropReason::kNone) return r;
+    return tracked();
   }
 
  private:
@@ -73,6 +113,83 @@ class Explainer {
     return r;
   }
 
+  // The sending VM's side (pipeline.cc sender_security).
+  DropReason sender(const PortSecurity& sec) {
+    if (DropReason r = spoof_check(sec, key_); r != DropReason::kNone)
+      return stop(TraceStage::kAntiSpoof, r, spoof_detail(key_, r));
+    add(TraceStage::kAntiSpoof, key_.dl_type == kEthTypeArp
+                                    ? "ARP sender MAC and IP are the port's"
+                                    : "source MAC (and address) are the port's");
+    DropReason why = DropReason::kNone;
+    switch (egress_class(key_, &why)) {
+      case SgClass::kDeny:
+        return stop(TraceStage::kEgressSg, why,
+                    "port security: " + std::string(drop_reason_help(why)));
+      case SgClass::kAllow:
+        add(TraceStage::kEgressSg,
+            "always allowed from a VM (ARP, DHCP client, ND, MLD): not tracked");
+        return DropReason::kNone;
+      case SgClass::kRules:
+        break;
+    }
+    track_ = true;
+    new_ok_ = rules_allow(sec, SgDirection::kEgress, key_);
+    if (!new_ok_) denied_ = DropReason::kSgEgressDenied;
+    add(TraceStage::kEgressSg, rule_str(sec, SgDirection::kEgress, key_) +
+                                   (new_ok_ ? " allows a new connection"
+                                            : ": a new connection is denied"));
+    return DropReason::kNone;
+  }
+
+  // The receiving VM's side of a unicast output (pipeline.cc receiver_security).
+  DropReason receiver(const PortSecurity& sec) {
+    DropReason why = DropReason::kNone;
+    TraceStep* s = nullptr;
+    switch (ingress_class(key_, &why)) {
+      case SgClass::kDeny:
+        s = &drop_step(TraceStage::kIngressSg, why,
+                       "receiver's port security: " + std::string(drop_reason_help(why)));
+        s->port = out_port_;
+        return why;
+      case SgClass::kAllow:
+        add(TraceStage::kIngressSg, "always allowed to a VM (ARP, DHCP reply, ND, MLD)").port =
+            out_port_;
+        return DropReason::kNone;
+      case SgClass::kRules:
+        break;
+    }
+    if (!track_) {
+      track_ = new_ok_ = true;
+    }
+    const bool ok = rules_allow(sec, SgDirection::kIngress, key_);
+    add(TraceStage::kIngressSg, "receiver: " + rule_str(sec, SgDirection::kIngress, key_) +
+                                    (ok ? " allows a new connection"
+                                        : ": a new connection is denied"))
+        .port = out_port_;
+    if (new_ok_ && !ok) {
+      new_ok_ = false;
+      denied_ = DropReason::kSgIngressDenied;
+    }
+    return DropReason::kNone;
+  }
+
+  // Conntrack, which trace does not consult: what a new connection meets.
+  DropReason tracked() {
+    if (!track_) return DropReason::kNone;
+    if (new_ok_) {
+      add(TraceStage::kConntrack,
+          "tracked: a new connection is allowed by the rules and opened; replies and related "
+          "ICMP errors of tracked connections pass");
+      return DropReason::kNone;
+    }
+    return stop(TraceStage::kConntrack, denied_,
+                std::string("tracked: a new connection is denied by the ") +
+                    (denied_ == DropReason::kSgEgressDenied ? "sender's egress"
+                                                            : "receiver's ingress") +
+                    " rules; only packets of tracked connections (replies, related ICMP errors) "
+                    "pass (conntrack state is not consulted by trace)");
+  }
+
   DropReason access(const PortEntry& port) {
     if (key_.n_tags != 0)
       return stop(TraceStage::kIngress, DropReason::kTaggedOnAccess,
@@ -84,6 +201,8 @@ class Explainer {
     const Network& net = snap_.networks[port.lvlan];
     if (!net.present)
       return stop(TraceStage::kNetwork, DropReason::kPortDown, "the port's network is not live");
+    if (port.security)
+      if (DropReason r = sender(*port.security); r != DropReason::kNone) return r;
     return l2(net, port.lvlan);
   }
 
@@ -160,6 +279,7 @@ class Explainer {
           return stop(TraceStage::kFdb, DropReason::kSamePort, "destination is behind the ingress port");
         if (!snap_.port(e->port))
           return stop(TraceStage::kFdb, DropReason::kUnknownPort, "FDB names a port not in the snapshot");
+        out_port_ = e->port;
         return DropReason::kNone;
       }
       add(TraceStage::kFdb, "destination " + mac_str(key_.dl_dst) + " unknown: flood");
@@ -176,9 +296,15 @@ class Explainer {
   const Snapshot& snap_;
   const FlowKey& key_;
   std::vector<TraceStep>& out_;
+  uint16_t out_port_ = kNoPort;  // unicast output found by l2()
+  bool track_ = false;           // kActTrack
+  bool new_ok_ = false;          // kActNewOk
+  DropReason denied_ = DropReason::kNone;  // why new is refused
 };
 
-// The transmit side of Worker::execute / Worker::flood.
+// The transmit side of Worker::execute / Worker::flood. Flood targets with
+// port security check their ingress side per packet (sg_flood_target), here
+// as for a packet of no tracked connection.
 void expand_outputs(const Snapshot& snap, const FlowKey& key, const Action& a, TraceResult* r) {
   auto out = [&](uint16_t port, uint16_t vid) {
     const PortEntry* p = snap.port(port);
@@ -187,8 +313,22 @@ void expand_outputs(const Snapshot& snap, const FlowKey& key, const Action& a, T
   if (a.kind == ActionKind::kOutput) {
     out(a.out_port, a.egress_vid);
   } else if (a.kind == ActionKind::kFlood) {
-    for (const FloodTarget& t : snap.networks[a.lvlan].flood)
-      if (t.port != key.in_port) out(t.port, t.egress_vid);
+    for (const FloodTarget& t : snap.networks[a.lvlan].flood) {
+      if (t.port == key.in_port) continue;
+      if (const PortSecurity* sec = snap.ports[t.port].security) {
+        const DropReason d = sg_flood_target(*sec, key, false);
+        TraceStep& s = r->steps.emplace_back(TraceStep{TraceStage::kIngressSg, d, t.port});
+        s.detail = d == DropReason::kNone
+                       ? "flood target takes it"
+                       : "flood target refuses it (" + std::string(drop_reason_help(d)) + ")";
+        DropReason unused;
+        if (d == DropReason::kNone && ingress_class(key, &unused) == SgClass::kRules)
+          s.detail += ": " + rule_str(*sec, SgDirection::kIngress, key) + " allows it";
+        s.detail += "; packets of tracked connections pass";
+        if (d != DropReason::kNone) continue;
+      }
+      out(t.port, t.egress_vid);
+    }
   }
 }
 
@@ -205,6 +345,10 @@ const char* trace_stage_name(TraceStage s) {
     case TraceStage::kFdb: return "fdb";
     case TraceStage::kFlood: return "flood";
     case TraceStage::kMtu: return "mtu";
+    case TraceStage::kAntiSpoof: return "anti_spoof";
+    case TraceStage::kEgressSg: return "egress_sg";
+    case TraceStage::kIngressSg: return "ingress_sg";
+    case TraceStage::kConntrack: return "conntrack";
   }
   return "?";
 }
@@ -227,8 +371,11 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
   const DropReason explained = Explainer(snap, r.key, &r.steps).run();
   r.action = pipeline_decide(snap, r.key);
   r.learn = r.action.flags & kActLearn;
+  r.tracked = r.action.flags & kActTrack;
   if (r.action.kind == ActionKind::kDrop) {
     r.drop = r.action.reason;
+  } else if (r.tracked && !(r.action.flags & kActNewOk)) {
+    r.drop = r.action.reason;  // as a new connection; see TraceResult::tracked
   } else if (r.action.mtu && len - r.meta.l2_len > r.action.mtu) {
     // Checked per packet (Worker::execute), not part of the cached action.
     TraceStep& m = r.steps.emplace_back(TraceStep{TraceStage::kMtu, DropReason::kMtuExceeded});

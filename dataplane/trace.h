@@ -31,6 +31,11 @@ enum class TraceStage : uint8_t {
   kFdb,         // destination MAC lookup
   kFlood,       // the network's flood list
   kMtu,         // frame length against the network MTU (checked per packet)
+  // Port security (issue 5), in the order the pipeline applies it:
+  kAntiSpoof,   // a secured VM's source MAC / IP / ARP sender
+  kEgressSg,    // a secured sender: always allowed / dropped, or its egress rules
+  kIngressSg,   // a secured receiver (unicast output or flood target)
+  kConntrack,   // the packet is tracked: new connections allowed or not
 };
 const char* trace_stage_name(TraceStage s);
 
@@ -62,6 +67,10 @@ struct TraceResult {
   DropReason drop = DropReason::kNone;  // final: kNone when the frame goes out
   std::vector<TraceOutput> outputs;     // in transmit order
   bool learn = false;            // the worker would report the source MAC to control
+  // Stateful security groups apply (kActTrack). The verdict is that of a new
+  // connection: trace does not consult conntrack, and packets of tracked
+  // connections (replies, related ICMP errors) pass even when it says drop.
+  bool tracked = false;
   bool consistent = true;        // steps and verdict agree (always, unless a bug)
 };
 

@@ -11,6 +11,7 @@
 
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/sg_stage.h"
 
 namespace strait::dp {
 
@@ -27,6 +28,7 @@ Worker::Worker(uint16_t id, unsigned lcore, DataplaneShared* shared, uint32_t ca
       lcore_(lcore),
       shared_(shared),
       idle_sleep_us_(idle_sleep_us),
+      tsc_per_ms_(rte_get_tsc_hz() / 1000),
       cache_(cache_entries),
       stats_(std::make_unique<WorkerStats>()),
       tx_(std::make_unique<TxBuffer[]>(kMaxPorts)),
@@ -44,6 +46,7 @@ int Worker::run() noexcept {
   uint64_t prev = rte_rdtsc();
   while (!shared_->stop.load(std::memory_order_relaxed)) {
     const Snapshot* s = shared_->snapshot.load(std::memory_order_acquire);
+    now_ms_ = prev / tsc_per_ms_;  // ct_now_ms() without another rdtsc
     uint32_t moved = 0;
     if (s) {
       // Generations only grow; a smaller one means the counter wrapped and
@@ -151,39 +154,93 @@ static bool set_vlan(rte_mbuf*& m, bool ingress_tagged, uint16_t egress_vid) noe
   return true;
 }
 
+// The L4 header and the bytes of it in the first segment (conntrack reads
+// ICMP ids and embedded headers there); null when the frame has none.
+static const uint8_t* l4_of(const rte_mbuf* m, const PacketMeta& meta, uint32_t* len) noexcept {
+  if (meta.l4_ofs == 0 || meta.l4_ofs >= rte_pktmbuf_data_len(m)) {
+    *len = 0;
+    return nullptr;
+  }
+  *len = rte_pktmbuf_data_len(m) - meta.l4_ofs;
+  return rte_pktmbuf_mtod_offset(m, const uint8_t*, meta.l4_ofs);
+}
+
 void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
                      const Action& a) noexcept {
   if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
   if (a.mtu && rte_pktmbuf_pkt_len(m) - meta.l2_len > a.mtu)
     return drop(m, key.in_port, DropReason::kMtuExceeded);
+  int in_conn = -1;
+  if (a.flags & kActTrack) {
+    uint32_t l4_len;
+    const uint8_t* l4 = l4_of(m, meta, &l4_len);
+    const SgVerdict v = sg_track(s, shared_->ct, a, key, l4, l4_len, now_ms_, id_);
+    if (v.drop != DropReason::kNone) return drop(m, key.in_port, v.drop);
+    in_conn = v.in_connection;
+  }
   if (a.learn_slot != kNoSlot)
     learn_seen_[a.learn_slot].store(shared_->now_sec.load(std::memory_order_relaxed),
                                     std::memory_order_relaxed);
-  if (a.kind == ActionKind::kFlood) return flood(s, m, key, a);
+  if (a.kind == ActionKind::kFlood) return flood(s, m, key, meta, a, in_conn);
   if (!set_vlan(m, a.flags & kActIngressTagged, a.egress_vid))
     return drop(m, key.in_port, DropReason::kNoMbuf);
   enqueue(s, a.out_port, m);
 }
 
-void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Action& a) noexcept {
+// Whether flood target `port` takes the frame: ports with port security
+// check their ingress side per packet (pipeline_decide cannot: one cached
+// action for every target).
+bool Worker::flood_admits(const Snapshot& s, uint16_t port, const FlowKey& key,
+                          const PacketMeta& meta, rte_mbuf* m, uint16_t lvlan,
+                          int* in_conn) noexcept {
+  const PortSecurity* sec = s.ports[port].security;
+  if (sec == nullptr) return true;
+  DropReason r = sg_flood_target(*sec, key, *in_conn > 0);
+  if (r == DropReason::kSgIngressDenied && *in_conn < 0) {
+    // The sender is not tracked: look the connection up, once per frame,
+    // only when the rules alone refuse it.
+    uint32_t l4_len;
+    const uint8_t* l4 = l4_of(m, meta, &l4_len);
+    *in_conn = sg_in_connection(shared_->ct, key, lvlan, l4, l4_len, now_ms_);
+    if (*in_conn) r = DropReason::kNone;
+  }
+  if (r == DropReason::kNone) return true;
+  count_drop(port, r);
+  return false;
+}
+
+void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
+                   const Action& a, int in_conn) noexcept {
   const std::vector<FloodTarget>& targets = s.networks[a.lvlan].flood;
   const bool tagged = a.flags & kActIngressTagged;
-  // The original goes to the last target; the others get copies (their tags
-  // may differ, so no shared buffers).
-  size_t last = targets.size();
-  while (last > 0 && targets[last - 1].port == key.in_port) last--;
-  for (size_t i = 0; i < last; i++) {
-    const FloodTarget& t = targets[i];
-    if (t.port == key.in_port) continue;
-    rte_mbuf* out = (i + 1 == last) ? m : rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX);
+  // Each target is sent to once the next one taking the frame is known: the
+  // last gets the original, the others copies (their tags may differ, so no
+  // shared buffers), and the original stays untouched while copies are made.
+  const FloodTarget* pending = nullptr;
+  bool refused = false;
+  auto send = [&](const FloodTarget& t, rte_mbuf* out) {
     if (!out || !set_vlan(out, tagged, t.egress_vid)) {
       if (out) rte_pktmbuf_free(out);
       count_drop(t.port, DropReason::kNoMbuf);
-      continue;
+      return;
     }
     enqueue(s, t.port, out);
+  };
+  for (const FloodTarget& t : targets) {
+    if (t.port == key.in_port) continue;
+    if (!flood_admits(s, t.port, key, meta, m, a.lvlan, &in_conn)) {
+      refused = true;  // counted against the target
+      continue;
+    }
+    if (pending) send(*pending, rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX));
+    pending = &t;
   }
-  if (last == 0) drop(m, key.in_port, DropReason::kFloodNoTarget);
+  if (pending)
+    send(*pending, m);
+  else if (refused)
+    rte_pktmbuf_free(m);
+  else
+    drop(m, key.in_port, DropReason::kFloodNoTarget);
 }
 
 void Worker::enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept {

@@ -9,11 +9,13 @@
 #include <memory>
 
 #include <boost/lockfree/spsc_queue.hpp>
+#include <rte_cycles.h>
 #include <rte_mempool.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_spinlock.h>
 
 #include "dataplane/cache_dump.h"
+#include "dataplane/conntrack.h"
 #include "dataplane/flow_cache.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/stats.h"
@@ -25,6 +27,10 @@ namespace strait::dp {
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint16_t kMaxLearned = 8192;  // learned-MAC slots, switch-wide
 inline constexpr uint16_t kMaxTxQueues = 64;
+
+// Conntrack's clock (milliseconds from the TSC): workers read it once per
+// loop iteration, the control thread passes the same to Conntrack::expire().
+inline uint64_t ct_now_ms() { return rte_rdtsc() / (rte_get_tsc_hz() / 1000); }
 
 // Worker -> control: "this source MAC appeared behind this uplink".
 struct LearnEvent {
@@ -50,6 +56,9 @@ struct DataplaneShared {
   // Coarse clock for learned-MAC aging: seconds since start, written by the
   // control thread, read by workers (relaxed: a second off is harmless).
   std::atomic<uint32_t> now_sec{0};
+  // Connection tracking for stateful security groups: one table, every
+  // worker (owned by the control thread, which expires and flushes it).
+  Conntrack* ct = nullptr;
 
   DataplaneShared();
 };
@@ -92,7 +101,12 @@ class Worker {
                uint16_t n) noexcept;
   void execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
                const Action& a) noexcept;
-  void flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Action& a) noexcept;
+  // in_conn: -1 unknown (sender not tracked), else whether the packet belongs
+  // to a live connection (flood targets with port security).
+  void flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
+             const Action& a, int in_conn) noexcept;
+  bool flood_admits(const Snapshot& s, uint16_t port, const FlowKey& key, const PacketMeta& meta,
+                    rte_mbuf* m, uint16_t lvlan, int* in_conn) noexcept;
   void enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept;
   void flush(const Snapshot& s, uint16_t port) noexcept;
   void flush_all(const Snapshot& s) noexcept;
@@ -105,6 +119,8 @@ class Worker {
   const unsigned lcore_;
   DataplaneShared* const shared_;
   const uint32_t idle_sleep_us_;
+  const uint64_t tsc_per_ms_;
+  uint64_t now_ms_ = 0;  // ct_now_ms() at the start of this loop iteration
   FlowCache cache_;
   CacheDumpSlot dump_;
   std::unique_ptr<WorkerStats> stats_;

@@ -38,6 +38,8 @@ TEST(Config, FullFile) {
                             {"physnet1", "net_ring0"},
                             {"physnet2", "net_pcap0,rx_pcap=/tmp/in.pcap,tx_pcap=/tmp/out.pcap"},
                             {"ext.net-3", "0000:01:00.0"}}));
+  EXPECT_EQ(c.ct_capacity, 65536u);
+  EXPECT_FALSE(c.ct_tcp_loose);
 }
 
 TEST(Config, EmptyFileGivesDefaults) {
@@ -421,6 +423,44 @@ TEST(Config, MetricsErrors) {
   }
   EXPECT_EQ(refusal("[metrics]\nlisten = \"[::1]:x\"\n"),
             at + "listen: port \"x\" is not a number 1..65535");
+}
+
+// ---- [conntrack] -----------------------------------------------------------
+
+TEST(Config, ConntrackDefaults) {
+  for (const char* text : {"", "[conntrack]\n"}) {
+    auto r = parse(text);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->ct_capacity, 262144u);
+    EXPECT_TRUE(r->ct_tcp_loose);
+  }
+}
+
+TEST(Config, ConntrackKeys) {
+  auto r = parse("[conntrack]\ncapacity = 1024\ntcp_loose = false\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->ct_capacity, 1024u);
+  EXPECT_FALSE(r->ct_tcp_loose);
+  r = parse("[conntrack]\ncapacity = 16777216\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->ct_capacity, 16777216u);
+  EXPECT_TRUE(r->ct_tcp_loose);
+}
+
+TEST(Config, ConntrackErrors) {
+  const std::string at = "config /etc/strait.toml: conntrack.";
+  EXPECT_EQ(refusal("conntrack = 5\n"),
+            "config /etc/strait.toml: conntrack: expected a table, got integer 5");
+  EXPECT_EQ(refusal("[conntrack]\nsize = 5\n"),
+            at + "size: unknown key (expected capacity, tcp_loose)");
+  EXPECT_EQ(refusal("[conntrack]\ncapacity = 1023\n"),
+            at + "capacity: 1023 is outside 1024..16777216");
+  EXPECT_EQ(refusal("[conntrack]\ncapacity = 16777217\n"),
+            at + "capacity: 16777217 is outside 1024..16777216");
+  EXPECT_EQ(refusal("[conntrack]\ncapacity = \"big\"\n"),
+            at + "capacity: expected an integer, got \"big\"");
+  EXPECT_EQ(refusal("[conntrack]\ntcp_loose = 1\n"),
+            at + "tcp_loose: expected true or false, got integer 1");
 }
 
 }  // namespace

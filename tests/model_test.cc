@@ -6,9 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/expect_refused.h"
-
 #include <nlohmann/json.hpp>
+
+#include "tests/expect_refused.h"
 
 namespace strait::ctl {
 namespace {
@@ -59,7 +59,6 @@ PortSpec port_n(unsigned n, const std::string& net) {
   std::snprintf(mac, sizeof mac, "02:00:00:00:%02x:%02x", (n >> 8) & 0xff, n & 0xff);
   return port_spec(port_json(uuid_n(n), net, mac, json::array(), "net_null" + std::to_string(n)));
 }
-
 
 // The model's whole observable state.
 json dump(const Model& m) {
@@ -447,8 +446,8 @@ TEST(ParsePort, AttachUnknownKey) {
 
 TEST(ParsePort, UnknownKeyNamed) {
   json j = port_json();
-  j["security_groups"] = json::array();
-  EXPECT_REFUSED(parse_port(j), "invalid_argument", "security_groups: unknown field");
+  j["qos_policy"] = json::array();
+  EXPECT_REFUSED(parse_port(j), "invalid_argument", "qos_policy: unknown field");
 }
 
 TEST(ParsePort, ToJsonRoundTrips) {
@@ -459,7 +458,10 @@ TEST(ParsePort, ToJsonRoundTrips) {
                        {"network", "net1"},
                        {"mac", "02:ab:00:00:00:01"},
                        {"fixed_ips", {"10.0.0.5", "2001:db8::5"}},
-                       {"attach", {{"type", "ethdev"}, {"devargs", "net_ring1"}}}}));
+                       {"attach", {{"type", "ethdev"}, {"devargs", "net_ring1"}}},
+                       {"security_groups", json::array()},
+                       {"allowed_address_pairs", json::array()},
+                       {"port_security_enabled", false}}));
   auto back = parse_port(out);
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(to_json(*back), out);

@@ -222,7 +222,7 @@ TEST(ParseSgRule, Remote) {
 
 TEST(ParseSecurityGroup, ErrorsNameTheRule) {
   EXPECT_REFUSED(parse_security_group({{"rules", json::array()}}), "id: missing");
-  EXPECT_REFUSED(parse_security_group({{"id", "g"}, {"name", "x"}}), "name: unknown field");
+  EXPECT_REFUSED(parse_security_group({{"id", "g"}, {"tenant", "x"}}), "tenant: unknown field");
   EXPECT_REFUSED(parse_security_group({{"id", "g"}, {"rules", json::object()}}),
                  "rules: expected a list of rules");
   EXPECT_REFUSED(
@@ -249,9 +249,82 @@ TEST(ParseSecurityGroup, DuplicateRulesAreRefusedAsNeutronDoes) {
   EXPECT_TRUE(parse_security_group({{"id", "g"}, {"rules", {a, b}}}).ok());
 }
 
+TEST(ParseSecurityGroup, Name) {
+  auto g = parse_security_group({{"id", "g"}});
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->name, "");
+  g = parse_security_group({{"id", "g"}, {"name", "web servers \u00e9"}});
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->name, "web servers \u00e9");
+  EXPECT_TRUE(parse_security_group({{"id", "g"}, {"name", std::string(255, 'n')}}).ok());
+  EXPECT_REFUSED(parse_security_group({{"id", "g"}, {"name", std::string(256, 'n')}}),
+                 "name: longer than 255 bytes");
+  EXPECT_REFUSED(parse_security_group({{"id", "g"}, {"name", "a\nb"}}),
+                 "name: \"a\\nb\" contains a control character");
+  EXPECT_REFUSED(parse_security_group({{"id", "g"}, {"name", 5}}), "name: expected a string");
+}
+
+// Rules inside security_group.create may come without ids (the switch gives
+// them one); the Model refuses a rule that still has none.
+TEST(ParseSecurityGroup, RuleIdsOptionalAndGroupIdChecked) {
+  json no_id = {{"direction", "egress"}};
+  auto g = parse_security_group({{"id", "g"}, {"rules", {no_id, rule_json()}}});
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->rules[0].id, "");
+  EXPECT_EQ(g->rules[1].id, "r1");
+  EXPECT_TRUE(
+      parse_security_group({{"id", "g"}, {"rules", {rule_json({{"security_group_id", "g"}})}}})
+          .ok());
+  EXPECT_REFUSED(
+      parse_security_group({{"id", "g"}, {"rules", {rule_json({{"security_group_id", "h"}})}}}),
+      "rules[0].security_group_id: \"h\" is not this group's id");
+  EXPECT_REFUSED(parse_sg_rule(rule_json({{"security_group_id", "g"}})),
+                 "security_group_id: unknown field");
+}
+
+TEST(ParseSgRuleCreate, GroupIdAndOptionalRuleId) {
+  auto r = parse_sg_rule_create({{"security_group_id", "web"},
+                                 {"direction", "ingress"},
+                                 {"protocol", "tcp"},
+                                 {"port_range_min", 22},
+                                 {"port_range_max", 22}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->first, "web");
+  EXPECT_EQ(r->second.id, "");
+  EXPECT_EQ(r->second.protocol, 6);
+  EXPECT_EQ(r->second.port_range_min, 22);
+  r = parse_sg_rule_create({{"security_group_id", "web"}, {"id", "r9"}, {"direction", "egress"}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->second.id, "r9");
+  EXPECT_EQ(r->second.direction, SgDirection::kEgress);
+  EXPECT_REFUSED(parse_sg_rule_create({{"direction", "egress"}}), "security_group_id: missing");
+  EXPECT_REFUSED(parse_sg_rule_create({{"security_group_id", "-x"}, {"direction", "egress"}}),
+                 "security_group_id: \"-x\" is not a valid id");
+  EXPECT_REFUSED(
+      parse_sg_rule_create({{"security_group_id", "g"}, {"id", "a b"}, {"direction", "egress"}}),
+      "id: \"a b\" is not a valid id");
+  EXPECT_REFUSED(parse_sg_rule_create({{"security_group_id", "g"}}), "direction: missing");
+  EXPECT_REFUSED(
+      parse_sg_rule_create({{"security_group_id", "g"}, {"direction", "egress"}, {"x", 1}}),
+      "x: unknown field (expected id, security_group_id, direction");
+  EXPECT_REFUSED(parse_sg_rule_create(json::array()), "params: expected an object");
+}
+
+TEST(ParseSecurityGroup, RuleJsonNamesItsGroup) {
+  SecurityGroupRule r = must_parse(rule_json({{"protocol", "udp"}}));
+  json j = to_json(r);
+  EXPECT_FALSE(j.contains("security_group_id"));
+  EXPECT_EQ(j["id"], "r1");
+  json k = to_json(r, "web");
+  EXPECT_EQ(k["security_group_id"], "web");
+  k.erase("security_group_id");
+  EXPECT_EQ(k, j);
+}
+
 TEST(ParseSecurityGroup, JsonRoundTrip) {
   json g = {
       {"id", "web"},
+      {"name", "web servers"},
       {"rules",
        {rule_json({{"protocol", "tcp"}, {"port_range_min", 80}, {"port_range_max", 443}}),
         rule_json(
@@ -262,6 +335,8 @@ TEST(ParseSecurityGroup, JsonRoundTrip) {
   auto parsed = parse_security_group(g);
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   json out = to_json(*parsed);
+  EXPECT_EQ(out["name"], "web servers");
+  EXPECT_EQ(out["rules"][0]["security_group_id"], "web");
   EXPECT_EQ(out["rules"][1]["protocol"], "ipv6-icmp");
   EXPECT_EQ(out["rules"][2]["protocol"], "1") << "IPv6 protocol 1 must not read back as icmpv6";
   auto again = parse_security_group(out);

@@ -213,6 +213,20 @@ TEST_F(StraitctlArgs, UsageErrorsExit2) {
            {"network", "create", "n", "--type", "vlan", "--segmentation-id", "abc"},
            {"port", "bind", "u", "--network", "n", "--mac", "m"},  // --ethdev missing
            {"port", "show"},
+           {"port", "update", "u"},  // nothing to update
+           {"port", "update", "u", "--security-group", "a", "--no-security-groups"},
+           {"port", "update", "u", "--port-security", "--no-port-security"},
+           {"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e",
+            "--no-security-groups"},  // only update clears lists
+           {"security-group"},
+           {"security-group", "create"},
+           {"security-group", "rule", "create", "g"},  // --direction missing
+           {"security-group", "rule", "create", "g", "--direction", "in"},
+           {"security-group", "rule", "create", "g", "--direction", "ingress", "--remote-ip-prefix",
+            "10.0.0.0/8", "--remote-group-id", "g"},
+           {"security-group", "rule", "create", "g", "--direction", "ingress", "--port-range-min",
+            "x"},
+           {"security-group", "rule", "delete"},
            {"-o", "yaml", "show"},
            {"call"},
            {"show", "extra"}}) {
@@ -222,7 +236,166 @@ TEST_F(StraitctlArgs, UsageErrorsExit2) {
   }
 }
 
+TEST_F(StraitctlArgs, PortBindWithPortSecurity) {
+  auto p = parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e",
+                  "--security-group", "web", "--security-group", "ssh", "--allowed-address-pair",
+                  "10.0.0.100", "--allowed-address-pair", "10.1.0.0/16,02:aa:00:00:00:09"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["security_groups"], json({"web", "ssh"}));
+  EXPECT_EQ(p.inv.params["allowed_address_pairs"],
+            json({{{"ip_address", "10.0.0.100"}},
+                  {{"ip_address", "10.1.0.0/16"}, {"mac_address", "02:aa:00:00:00:09"}}}));
+  EXPECT_FALSE(p.inv.params.contains("port_security_enabled")) << "the switch's default";
+  p = parse(
+      {"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e", "--port-security"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["port_security_enabled"], true);
+  EXPECT_FALSE(p.inv.params.contains("security_groups"));
+  p = parse(
+      {"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e", "--no-port-security"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["port_security_enabled"], false);
+}
+
+TEST_F(StraitctlArgs, PortUpdate) {
+  auto p = parse({"port", "update", "u1", "--security-group", "web", "--port-security"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "port.update");
+  EXPECT_EQ(p.inv.view, View::kPortDetail);
+  EXPECT_EQ(p.inv.params,
+            json({{"id", "u1"}, {"security_groups", {"web"}}, {"port_security_enabled", true}}));
+  p = parse({"port", "update", "u1", "--no-security-groups", "--no-allowed-address-pairs",
+             "--no-port-security"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"id", "u1"},
+                                {"security_groups", json::array()},
+                                {"allowed_address_pairs", json::array()},
+                                {"port_security_enabled", false}}));
+  p = parse({"port", "update", "u1", "--ip", "10.0.0.7", "--ip", "2001:db8::7",
+             "--allowed-address-pair", "10.0.0.0/24,02:00:00:00:00:09"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params,
+            json({{"id", "u1"},
+                  {"fixed_ips", {"10.0.0.7", "2001:db8::7"}},
+                  {"allowed_address_pairs",
+                   {{{"ip_address", "10.0.0.0/24"}, {"mac_address", "02:00:00:00:00:09"}}}}}));
+  p = parse({"port", "update", "u1"});
+  EXPECT_EQ(p.rc, kExitUsage);
+  EXPECT_THAT(p.err, HasSubstr("nothing to update"));
+}
+
+TEST_F(StraitctlArgs, SecurityGroupCommands) {
+  auto p = parse({"security-group", "create", "web", "--name", "Web servers"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "security_group.create");
+  EXPECT_EQ(p.inv.view, View::kGroupRow);
+  EXPECT_EQ(p.inv.params, json({{"id", "web"}, {"name", "Web servers"}}));
+  p = parse({"security-group", "create", "web"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"id", "web"}}));
+  p = parse({"security-group", "delete", "web"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "security_group.delete");
+  EXPECT_EQ(p.inv.params, json({{"id", "web"}}));
+  EXPECT_EQ(p.inv.view, View::kNothing);
+  p = parse({"security-group", "list", "-o", "json"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "security_group.list");
+  EXPECT_EQ(p.inv.view, View::kGroups);
+  EXPECT_TRUE(p.inv.json_output);
+  p = parse({"security-group", "show", "web"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "security_group.show");
+  EXPECT_EQ(p.inv.view, View::kGroupDetail);
+  EXPECT_EQ(p.inv.params, json({{"id", "web"}}));
+}
+
+TEST_F(StraitctlArgs, RuleCreateAndDelete) {
+  auto p = parse({"security-group", "rule", "create", "web", "--direction", "ingress",
+                  "--ethertype", "IPv6", "--protocol", "tcp", "--port-range-min", "80",
+                  "--port-range-max", "443", "--remote-ip-prefix", "2001:db8::/32", "--id", "r1"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "security_group_rule.create");
+  EXPECT_EQ(p.inv.view, View::kRuleRow);
+  EXPECT_EQ(p.inv.params, json({{"security_group_id", "web"},
+                                {"id", "r1"},
+                                {"direction", "ingress"},
+                                {"ethertype", "IPv6"},
+                                {"protocol", "tcp"},
+                                {"port_range_min", 80},
+                                {"port_range_max", 443},
+                                {"remote_ip_prefix", "2001:db8::/32"}}));
+  // Only what is given; a protocol number stays a number.
+  p = parse({"security-group", "rule", "create", "web", "--direction", "egress", "--protocol",
+             "132", "--remote-group-id", "db"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"security_group_id", "web"},
+                                {"direction", "egress"},
+                                {"protocol", 132},
+                                {"remote_group_id", "db"}}));
+  p = parse({"security-group", "rule", "delete", "r1"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "security_group_rule.delete");
+  EXPECT_EQ(p.inv.params, json({{"id", "r1"}}));
+}
+
 // ---- tables ------------------------------------------------------------------
+
+TEST(StraitctlRender, GroupsTable) {
+  json groups = json::parse(R"([
+    {"id": "web", "name": "Web servers", "rules": [{}, {}], "ports": ["p1", "p2", "p3"]},
+    {"id": "empty", "name": "", "rules": [], "ports": []},
+    {"id": "old"}])");
+  EXPECT_EQ(render_groups(groups),
+            "ID     NAME         RULES  PORTS\n"
+            "web    Web servers      2      3\n"
+            "empty  -                0      0\n"
+            "old    -                -      -\n");
+}
+
+TEST(StraitctlRender, RulesTable) {
+  json rules = json::parse(R"([
+    {"id": "r1", "direction": "ingress", "ethertype": "IPv4", "protocol": "tcp",
+     "port_range_min": 22, "port_range_max": 22, "remote_ip_prefix": "10.0.0.0/8",
+     "remote_group_id": null, "security_group_id": "web"},
+    {"id": "r2", "direction": "ingress", "ethertype": "IPv4", "protocol": "udp",
+     "port_range_min": 1000, "port_range_max": 2000, "remote_group_id": "db"},
+    {"id": "r3", "direction": "egress", "ethertype": "IPv6", "protocol": null},
+    {"id": "r4", "direction": "ingress", "ethertype": "IPv4", "protocol": "icmp",
+     "port_range_min": 8, "port_range_max": 0}])");
+  EXPECT_EQ(render_rules(rules),
+            "ID  DIRECTION  ETHERTYPE  PROTOCOL  PORT RANGE     REMOTE\n"
+            "r1  ingress    IPv4       tcp       22             10.0.0.0/8\n"
+            "r2  ingress    IPv4       udp       1000-2000      group db\n"
+            "r3  egress     IPv6       any       -              -\n"
+            "r4  ingress    IPv4       icmp      type 8 code 0  -\n");
+}
+
+TEST(StraitctlRender, GroupDetail) {
+  json g = json::parse(R"({"id": "web", "name": "Web", "ports": ["p1", "p2"],
+    "rules": [{"id": "r1", "direction": "egress", "ethertype": "IPv4"}]})");
+  EXPECT_EQ(render_group_detail(g),
+            "id:     web\n"
+            "name:   Web\n"
+            "ports:  p1,p2\n"
+            "\n"
+            "Rules\n"
+            "ID  DIRECTION  ETHERTYPE  PROTOCOL  PORT RANGE  REMOTE\n"
+            "r1  egress     IPv4       any       -           -\n");
+}
+
+TEST(StraitctlRender, PortDetailWithPortSecurity) {
+  std::string out = render_port_detail(json::parse(R"({"id": "p1",
+    "security_groups": ["web", "ssh"], "port_security_enabled": true,
+    "allowed_address_pairs": [{"ip_address": "10.0.0.100", "mac_address": "02:00:00:00:00:01"},
+                              {"ip_address": "10.1.0.0/16"}]})"));
+  EXPECT_THAT(out, HasSubstr("port_security:    true\n"));
+  EXPECT_THAT(out, HasSubstr("security_groups:  web,ssh\n"));
+  EXPECT_THAT(out, HasSubstr("address_pairs:    10.0.0.100 (02:00:00:00:00:01), 10.1.0.0/16\n"));
+  out = render_port_detail(json::parse(R"({"id": "p1"})"));
+  EXPECT_THAT(out, HasSubstr("security_groups:  -\n"));
+  EXPECT_THAT(out, HasSubstr("address_pairs:    -\n"));
+}
 
 TEST(StraitctlRender, NetworksTableAlignsAndFillsMissing) {
   json nets = json::parse(R"([
@@ -269,9 +442,9 @@ TEST(StraitctlRender, AddressesAreNotNumbers) {
 
 TEST(StraitctlRender, PortDetail) {
   std::string out = render_port_detail(json::parse(R"({"id": "p1", "dp_port": 4})"));
-  EXPECT_THAT(out, HasSubstr("id:          p1\n"));
-  EXPECT_THAT(out, HasSubstr("dp_port:     4\n"));
-  EXPECT_THAT(out, HasSubstr("state:       -\n"));
+  EXPECT_THAT(out, HasSubstr("id:               p1\n"));
+  EXPECT_THAT(out, HasSubstr("dp_port:          4\n"));
+  EXPECT_THAT(out, HasSubstr("state:            -\n"));
 }
 
 TEST(StraitctlRender, ShowSections) {
@@ -342,9 +515,12 @@ TEST_F(StraitctlArgs, TraceWithFields) {
   EXPECT_EQ(p.inv.view, View::kTrace);
   EXPECT_TRUE(p.inv.json_output);
   EXPECT_EQ(p.inv.params, json({{"port", "u1"},
-                                {"frame", {{"dst", "02:00:00:00:00:0b"}, {"vlan", 100},
-                                           {"ip_dst", "10.0.0.2"}, {"proto", "tcp"},
-                                           {"dport", 22}}}}));
+                                {"frame",
+                                 {{"dst", "02:00:00:00:00:0b"},
+                                  {"vlan", 100},
+                                  {"ip_dst", "10.0.0.2"},
+                                  {"proto", "tcp"},
+                                  {"dport", 22}}}}));
   // A protocol number goes as a number; no fields at all: an empty object.
   EXPECT_EQ(parse({"trace", "u1", "--proto", "47"}).inv.params["frame"]["proto"], 47);
   EXPECT_EQ(parse({"trace", "physnet:p"}).inv.params,
@@ -406,7 +582,8 @@ TEST(StraitctlRender, TraceDrop) {
     "drop_help": "VLAN id of no network on this physnet", "actions": []})J");
   std::string out = render_trace(t);
   EXPECT_THAT(out, HasSubstr("DROP: unknown_vlan\n"));
-  EXPECT_THAT(out, HasSubstr("verdict: drop (unknown_vlan: VLAN id of no network on this physnet)\n"));
+  EXPECT_THAT(out,
+              HasSubstr("verdict: drop (unknown_vlan: VLAN id of no network on this physnet)\n"));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("OUTPUT")));
 }
 

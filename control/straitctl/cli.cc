@@ -33,6 +33,15 @@ struct Args {
   // trace: the frame as hex, or header fields (sent only when given).
   std::optional<std::string> frame, dst, src, ethertype, ip_src, ip_dst, proto;
   std::optional<int64_t> vlan, pcp, sport, dport, length, worker;
+  // Port security (port bind, port update). port_security: --port-security
+  // or --no-port-security; unset: not sent.
+  std::vector<std::string> groups, pairs;
+  bool no_groups = false, no_pairs = false;
+  bool psec_on = false, psec_off = false;
+  // security-group and its rules.
+  std::optional<std::string> name, rule_id, direction, sg_ethertype, protocol, remote_prefix,
+      remote_group;
+  std::optional<int64_t> port_min, port_max;
 };
 
 struct Commands {
@@ -40,7 +49,52 @@ struct Commands {
   CLI::App *port_bind, *port_unbind, *port_list, *port_show;
   CLI::App *show, *stats, *call, *events;
   CLI::App *trace = nullptr, *cache_dump = nullptr;
+  CLI::App* port_update = nullptr;
+  CLI::App *sg_create = nullptr, *sg_delete = nullptr, *sg_list = nullptr, *sg_show = nullptr;
+  CLI::App *rule_create = nullptr, *rule_delete = nullptr;
 };
+
+// --security-group, --allowed-address-pair, --port-security and their
+// negations, shared by port bind and port update (`update`: the options that
+// clear a list exist).
+void add_port_security_options(CLI::App* cmd, Args& a, bool update) {
+  CLI::Option* groups =
+      cmd->add_option("--security-group", a.groups, "Security group id (repeatable)")
+          ->allow_extra_args(false);
+  CLI::Option* pairs = cmd->add_option("--allowed-address-pair", a.pairs,
+                                       "IP[,MAC]: an address or CIDR the port may also send "
+                                       "from, with MAC (default: the port's) (repeatable)")
+                           ->allow_extra_args(false);
+  CLI::Option* on = cmd->add_flag("--port-security", a.psec_on,
+                                  "Anti-spoofing and security groups on (the default with "
+                                  "groups or pairs)");
+  CLI::Option* off = cmd->add_flag("--no-port-security", a.psec_off, "A plain switch port");
+  on->excludes(off);
+  if (update) {
+    cmd->add_flag("--no-security-groups", a.no_groups, "Remove all the port's groups")
+        ->excludes(groups);
+    cmd->add_flag("--no-allowed-address-pairs", a.no_pairs, "Remove all the port's pairs")
+        ->excludes(pairs);
+  }
+}
+
+// "IP" or "IP,MAC" as an allowed_address_pairs entry.
+json address_pair(const std::string& s) {
+  const size_t comma = s.find(',');
+  if (comma == std::string::npos) return {{"ip_address", s}};
+  return {{"ip_address", s.substr(0, comma)}, {"mac_address", s.substr(comma + 1)}};
+}
+
+// The port-security fields given on the command line into params.
+void put_port_security(const Args& a, json& p) {
+  if (!a.groups.empty() || a.no_groups) p["security_groups"] = a.groups;
+  if (!a.pairs.empty() || a.no_pairs) {
+    p["allowed_address_pairs"] = json::array();
+    for (const std::string& pair : a.pairs)
+      p["allowed_address_pairs"].push_back(address_pair(pair));
+  }
+  if (a.psec_on || a.psec_off) p["port_security_enabled"] = a.psec_on;
+}
 
 void add_network_commands(CLI::App& app, Args& a, Commands& c) {
   CLI::App* net = app.add_subcommand("network", "Networks: create, delete, list");
@@ -79,11 +133,114 @@ void add_port_commands(CLI::App& app, Args& a, Commands& c) {
       throw CLI::RequiredError("--ethdev or --vhost");
     }
   });
+  add_port_security_options(c.port_bind, a, /*update=*/false);
+  c.port_update =
+      port->add_subcommand("update", "Change a bound port's fixed IPs and port security (live)");
+  c.port_update->add_option("UUID", a.id, "Port id")->required();
+  c.port_update->add_option("--ip", a.ips, "Fixed IP address: replaces them all (repeatable)")
+      ->allow_extra_args(false);
+  add_port_security_options(c.port_update, a, /*update=*/true);
+  c.port_update->callback([&a] {
+    if (a.ips.empty() && a.groups.empty() && a.pairs.empty() && !a.no_groups && !a.no_pairs &&
+        !a.psec_on && !a.psec_off)
+      throw CLI::ValidationError(
+          "port update",
+          "nothing to update (give --ip, --security-group, --no-security-groups, "
+          "--allowed-address-pair, --no-allowed-address-pairs, --port-security or "
+          "--no-port-security)");
+  });
   c.port_unbind = port->add_subcommand("unbind", "Unbind a port");
   c.port_unbind->add_option("UUID", a.id, "Port id")->required();
   c.port_list = port->add_subcommand("list", "List ports");
   c.port_show = port->add_subcommand("show", "Show one port");
   c.port_show->add_option("UUID", a.id, "Port id")->required();
+}
+
+void add_group_commands(CLI::App& app, Args& a, Commands& c) {
+  CLI::App* sg = app.add_subcommand("security-group", "Security groups and their rules");
+  sg->require_subcommand(1);
+  c.sg_create = sg->add_subcommand("create", "Create a security group (no rules)");
+  c.sg_create->add_option("ID", a.id, "Group id (UUID or name)")->required();
+  c.sg_create->add_option("--name", a.name, "Display name");
+  c.sg_delete = sg->add_subcommand("delete", "Delete a group no port or rule uses");
+  c.sg_delete->add_option("ID", a.id, "Group id")->required();
+  c.sg_list = sg->add_subcommand("list", "List security groups");
+  c.sg_show = sg->add_subcommand("show", "Show a group and its rules");
+  c.sg_show->add_option("ID", a.id, "Group id")->required();
+
+  CLI::App* rule = sg->add_subcommand("rule", "Rules: create, delete");
+  rule->require_subcommand(1);
+  c.rule_create = rule->add_subcommand("create", "Add an allow rule to a group");
+  c.rule_create->add_option("GROUP_ID", a.id, "Group id")->required();
+  c.rule_create->add_option("--direction", a.direction, "ingress or egress (the VM's view)")
+      ->required()
+      ->check(CLI::IsMember({"ingress", "egress"}));
+  c.rule_create->add_option("--ethertype", a.sg_ethertype, "IPv4 (default) or IPv6");
+  c.rule_create->add_option("--protocol", a.protocol,
+                            "tcp, udp, icmp, ipv6-icmp, ... or a number (default: any)");
+  c.rule_create->add_option("--port-range-min", a.port_min, "First port, or ICMP type");
+  c.rule_create->add_option("--port-range-max", a.port_max, "Last port, or ICMP code");
+  CLI::Option* prefix =
+      c.rule_create->add_option("--remote-ip-prefix", a.remote_prefix, "Remote CIDR");
+  CLI::Option* group = c.rule_create->add_option("--remote-group-id", a.remote_group,
+                                                 "Remote: the member ports of this group");
+  prefix->excludes(group);
+  c.rule_create->add_option("--id", a.rule_id, "Rule id (default: a new UUID)");
+  c.rule_delete = rule->add_subcommand("delete", "Delete a rule");
+  c.rule_delete->add_option("RULE_ID", a.id, "Rule id")->required();
+}
+
+// A protocol number stays a number: the switch takes "tcp" or 6.
+json number_or_string(const std::string& s) {
+  char* end = nullptr;
+  const long n = std::strtol(s.c_str(), &end, 10);
+  return (!s.empty() && *end == '\0') ? json(n) : json(s);
+}
+
+json rule_params(const Args& a) {
+  json p = {{"security_group_id", a.id}, {"direction", a.direction.value_or("")}};
+  auto put = [&p](const char* k, const auto& v) {
+    if (v) p[k] = *v;
+  };
+  put("id", a.rule_id);
+  put("ethertype", a.sg_ethertype);
+  if (a.protocol) p["protocol"] = number_or_string(*a.protocol);
+  put("port_range_min", a.port_min);
+  put("port_range_max", a.port_max);
+  put("remote_ip_prefix", a.remote_prefix);
+  put("remote_group_id", a.remote_group);
+  return p;
+}
+
+// The request of a security-group command; false when none was given.
+bool build_group_request(const Args& a, const Commands& c, Invocation& inv) {
+  json& p = inv.params;
+  if (c.sg_create->parsed()) {
+    inv.method = "security_group.create";
+    inv.view = View::kGroupRow;
+    p = {{"id", a.id}};
+    if (a.name) p["name"] = *a.name;
+  } else if (c.sg_delete->parsed()) {
+    inv.method = "security_group.delete";
+    p = {{"id", a.id}};
+  } else if (c.sg_list->parsed()) {
+    inv.method = "security_group.list";
+    inv.view = View::kGroups;
+  } else if (c.sg_show->parsed()) {
+    inv.method = "security_group.show";
+    inv.view = View::kGroupDetail;
+    p = {{"id", a.id}};
+  } else if (c.rule_create->parsed()) {
+    inv.method = "security_group_rule.create";
+    inv.view = View::kRuleRow;
+    p = rule_params(a);
+  } else if (c.rule_delete->parsed()) {
+    inv.method = "security_group_rule.delete";
+    p = {{"id", a.id}};
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // CLI11's PositiveNumber names DBL_MAX in its message.
@@ -150,12 +307,7 @@ json trace_params(const Args& a) {
   put("ethertype", a.ethertype);
   put("ip_src", a.ip_src);
   put("ip_dst", a.ip_dst);
-  // A number stays a number: the switch takes "tcp" or 6.
-  if (a.proto) {
-    char* end = nullptr;
-    const long n = std::strtol(a.proto->c_str(), &end, 10);
-    f["proto"] = (!a.proto->empty() && *end == '\0') ? json(n) : json(*a.proto);
-  }
+  if (a.proto) f["proto"] = number_or_string(*a.proto);
   put("sport", a.sport);
   put("dport", a.dport);
   put("length", a.length);
@@ -191,6 +343,15 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     } else {
       p["attach"] = {{"type", "ethdev"}, {"devargs", a.ethdev.value_or("")}};
     }
+    put_port_security(a, p);
+  } else if (c.port_update->parsed()) {
+    inv.method = "port.update";
+    inv.view = View::kPortDetail;
+    p = {{"id", a.id}};
+    if (!a.ips.empty()) p["fixed_ips"] = a.ips;
+    put_port_security(a, p);
+  } else if (build_group_request(a, c, inv)) {
+    return;
   } else if (c.port_unbind->parsed()) {
     inv.method = "port.unbind";
     p = {{"id", a.id}};
@@ -259,6 +420,7 @@ int parse_args(int argc, const char* const* argv, Invocation& inv, std::ostream&
   Commands cmds{};
   add_network_commands(app, args, cmds);
   add_port_commands(app, args, cmds);
+  add_group_commands(app, args, cmds);
   add_other_commands(app, args, cmds);
   add_inspect_commands(app, args, cmds);
   try {

@@ -17,10 +17,14 @@ enum class View {
   kPortDetail,  // port show: one field per line
   kShow,
   kStats,
-  kRaw,     // call: the result JSON, always
-  kEvents,  // events: one line per event until interrupted
-  kTrace,      // trace: the steps, then the actions
-  kCacheDump,  // cache dump: one row per flow-cache entry
+  kRaw,          // call: the result JSON, always
+  kEvents,       // events: one line per event until interrupted
+  kTrace,        // trace: the steps, then the actions
+  kCacheDump,    // cache dump: one row per flow-cache entry
+  kGroupRow,     // security-group create: the group as a one-row table
+  kGroups,       // security-group list
+  kGroupDetail,  // security-group show: its fields, then its rules
+  kRuleRow,      // security-group rule create: the rule as a one-row table
 };
 
 struct Invocation {

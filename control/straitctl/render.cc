@@ -158,21 +158,97 @@ std::string render_ports(const json& ports) {
   return t.str();
 }
 
-std::string render_port_detail(const json& port) {
-  std::vector<std::pair<std::string, std::string>> rows = {{"id", cell(port, "id")},
-                                                           {"network", cell(port, "network")},
-                                                           {"mac", cell(port, "mac")},
-                                                           {"fixed_ips", cell(port, "fixed_ips")},
-                                                           {"attach", attach_cell(port)},
-                                                           {"state", cell(port, "state")},
-                                                           {"local_vlan", cell(port, "local_vlan")},
-                                                           {"dp_port", cell(port, "dp_port")},
-                                                           {"ethdev", cell(port, "ethdev")}};
+namespace {
+
+// "key:  value" lines, the values aligned.
+std::string fields(const std::vector<std::pair<std::string, std::string>>& rows) {
   size_t w = 0;
   for (const auto& [k, v] : rows) w = std::max(w, k.size());
   std::string out;
   for (const auto& [k, v] : rows) out += k + ":" + std::string(w - k.size() + 2, ' ') + v + "\n";
   return out;
+}
+
+// "10.0.0.5 (02:00:00:00:00:01)", comma-separated; "-" for none.
+std::string pairs_cell(const json& port) {
+  std::string s;
+  for (const json& p : list_field(port, "allowed_address_pairs")) {
+    s += (s.empty() ? "" : ", ") + cell(p, "ip_address");
+    if (field(p, "mac_address").is_string()) s += " (" + cell(p, "mac_address") + ")";
+  }
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+std::string render_port_detail(const json& port) {
+  return fields({{"id", cell(port, "id")},
+                 {"network", cell(port, "network")},
+                 {"mac", cell(port, "mac")},
+                 {"fixed_ips", cell(port, "fixed_ips")},
+                 {"attach", attach_cell(port)},
+                 {"port_security", cell(port, "port_security_enabled")},
+                 {"security_groups", cell(port, "security_groups")},
+                 {"address_pairs", pairs_cell(port)},
+                 {"state", cell(port, "state")},
+                 {"local_vlan", cell(port, "local_vlan")},
+                 {"dp_port", cell(port, "dp_port")},
+                 {"ethdev", cell(port, "ethdev")}});
+}
+
+// ---- security groups -----------------------------------------------------
+
+namespace {
+
+std::string count_cell(const json& obj, const std::string& key) {
+  const json& v = field(obj, key);
+  return v.is_array() ? std::to_string(v.size()) : "-";
+}
+
+// "22", "1000-2000", "type 8 code 0"; "-" for any.
+std::string port_range_cell(const json& r) {
+  const json &lo = field(r, "port_range_min"), &hi = field(r, "port_range_max");
+  if (lo.is_null() && hi.is_null()) return "-";
+  const std::string proto = cell(r, "protocol");
+  if (proto == "icmp" || proto == "ipv6-icmp" || proto == "icmpv6" || proto == "1" ||
+      proto == "58") {
+    std::string s = "type " + cell(r, "port_range_min");
+    if (!hi.is_null()) s += " code " + cell(r, "port_range_max");
+    return s;
+  }
+  if (lo == hi) return cell(r, "port_range_min");
+  return cell(r, "port_range_min") + "-" + cell(r, "port_range_max");
+}
+
+std::string remote_cell(const json& r) {
+  if (!field(r, "remote_group_id").is_null()) return "group " + cell(r, "remote_group_id");
+  return cell(r, "remote_ip_prefix");
+}
+
+}  // namespace
+
+std::string render_groups(const json& groups) {
+  Table t({"ID", "NAME", "RULES", "PORTS"});
+  for (const json& g : groups.is_array() ? groups : json::array())
+    t.add({cell(g, "id"), cell(g, "name"), count_cell(g, "rules"), count_cell(g, "ports")});
+  return t.str();
+}
+
+std::string render_rules(const json& rules) {
+  Table t({"ID", "DIRECTION", "ETHERTYPE", "PROTOCOL", "PORT RANGE", "REMOTE"});
+  for (const json& r : rules.is_array() ? rules : json::array()) {
+    t.add({cell(r, "id"), cell(r, "direction"), cell(r, "ethertype"),
+           field(r, "protocol").is_null() ? "any" : cell(r, "protocol"), port_range_cell(r),
+           remote_cell(r)});
+  }
+  return t.str();
+}
+
+std::string render_group_detail(const json& group) {
+  return fields({{"id", cell(group, "id")},
+                 {"name", cell(group, "name")},
+                 {"ports", cell(group, "ports")}}) +
+         "\nRules\n" + render_rules(list_field(group, "rules"));
 }
 
 std::string render_show(const json& show) {
@@ -276,9 +352,9 @@ std::string port_ref(const json& ref) {
 
 // The flow key in a fixed order, as key=value pairs.
 std::string key_line(const json& key) {
-  static const char* kOrder[] = {"in_port", "dl_src",   "dl_dst",    "dl_type",  "arp_op",
-                                 "arp_spa", "arp_tpa",  "nw_src",    "nw_dst",   "nw_proto",
-                                 "nw_ttl",  "nw_frag",  "tp_src",    "tp_dst",   "icmp_type",
+  static const char* kOrder[] = {"in_port",   "dl_src",   "dl_dst", "dl_type", "arp_op",
+                                 "arp_spa",   "arp_tpa",  "nw_src", "nw_dst",  "nw_proto",
+                                 "nw_ttl",    "nw_frag",  "tp_src", "tp_dst",  "icmp_type",
                                  "icmp_code", "tcp_flags"};
   std::string s;
   for (const char* k : kOrder) {
@@ -318,7 +394,8 @@ std::string render_trace(const json& trace) {
     if (field(s, "key").is_object()) out += indent + key_line(s["key"]) + "\n";
     for (const json& t : list_field(s, "targets"))
       out += indent + "-> " + port_ref(t) + " (" + vlan_cell(t) + ")\n";
-    if (!field(s, "drop_reason").is_null()) out += indent + "DROP: " + cell(s, "drop_reason") + "\n";
+    if (!field(s, "drop_reason").is_null())
+      out += indent + "DROP: " + cell(s, "drop_reason") + "\n";
     n++;
   }
   out += "\nverdict: " + cell(trace, "verdict");
@@ -327,7 +404,8 @@ std::string render_trace(const json& trace) {
   if (field(trace, "learn") == true) out += "; source MAC reported for learning";
   out += "\n";
   if (field(trace, "consistent") == false)
-    out += "warning: the steps above disagree with the datapath's decision (a bug: please report)\n";
+    out +=
+        "warning: the steps above disagree with the datapath's decision (a bug: please report)\n";
   const json& actions = list_field(trace, "actions");
   if (!actions.empty()) {
     Table t({"OUTPUT", "DP_PORT", "VLAN", "STATE"});

@@ -33,6 +33,12 @@ std::string render_show(const nlohmann::json& show);
 // packet rates, for `stats --watch`.
 std::string render_stats(const nlohmann::json& stats, const nlohmann::json& previous = nullptr,
                          double seconds = 0);
+// Security groups: one row each with its rule and port counts.
+std::string render_groups(const nlohmann::json& groups);
+// One group: id, name, member ports, then its rules.
+std::string render_group_detail(const nlohmann::json& group);
+// Rules: direction, ethertype, protocol, port range (or ICMP type/code), remote.
+std::string render_rules(const nlohmann::json& rules);
 // trace: numbered steps, the verdict, the output ports and their tags.
 std::string render_trace(const nlohmann::json& trace);
 // cache dump: per worker, one row per flow-cache entry.

@@ -59,6 +59,20 @@ void print_result(const Invocation& inv, const json& result) {
     case View::kCacheDump:
       std::cout << render_cache_dump(result);
       break;
+    case View::kGroupRow:
+      std::cout << render_groups(json::array({result}));
+      break;
+    case View::kGroups:
+      // A list, or an object holding it (like network.list's).
+      std::cout << render_groups(result.is_object() ? result.value("security_groups", json::array())
+                                                    : result);
+      break;
+    case View::kGroupDetail:
+      std::cout << render_group_detail(result);
+      break;
+    case View::kRuleRow:
+      std::cout << render_rules(json::array({result}));
+      break;
     case View::kRaw:
     case View::kEvents:
       break;

@@ -1,0 +1,356 @@
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "control/json_fields.h"
+#include "control/model.h"
+
+// Parsing and serialising a port's spec (model.h): field validation only, no
+// state consulted.
+namespace strait::ctl {
+namespace {
+
+using json = nlohmann::json;
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// 8-4-4-4-12 hex digits, any case; the lowercase form, or "" when not a UUID.
+std::string canonical_uuid(std::string_view s) {
+  if (s.size() != 36) return "";
+  std::string out(s);
+  for (size_t i = 0; i < out.size(); ++i) {
+    bool dash_pos = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash_pos != (out[i] == '-')) return "";
+    if (dash_pos) continue;
+    if (hex_value(out[i]) < 0) return "";
+    if (out[i] >= 'A' && out[i] <= 'F') out[i] = static_cast<char>(out[i] - 'A' + 'a');
+  }
+  return out;
+}
+
+// ---- parse_port parts ----------------------------------------------------
+
+// A port's own address: unicast, not zero.
+Result<Mac> parse_unicast_mac(const std::string& s, const std::string& field) {
+  auto m = parse_mac(s);
+  if (!m) return field_error(field, m.error().message);
+  if ((*m)[0] & 1) return field_error(field, mac_to_string(*m) + " is a multicast address");
+  if (*m == Mac{}) return field_error(field, "00:00:00:00:00:00 is not a port address");
+  return m;
+}
+
+Result<std::vector<IpAddr>> parse_fixed_ips(const json* v) {
+  std::vector<IpAddr> ips;
+  if (!v) return ips;
+  if (!v->is_array()) return field_error("fixed_ips", "expected a list of addresses, " + got(*v));
+  for (size_t i = 0; i < v->size(); ++i) {
+    std::string field = "fixed_ips[" + std::to_string(i) + "]";
+    auto s = get_string((*v)[i], field);
+    if (!s) return s.error();
+    auto ip = parse_ip(*s);
+    if (!ip) return field_error(field, ip.error().message);
+    if (std::find(ips.begin(), ips.end(), *ip) != ips.end()) {
+      return field_error(field, ip_to_string(*ip) + " is listed twice");
+    }
+    ips.push_back(*ip);
+  }
+  return ips;
+}
+
+bool has_space_or_control(const std::string& s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
+}
+
+Result<Attachment> parse_vhost_attach(const json& v) {
+  if (auto s = check_known_keys(v, {"type", "path", "mode"}, "attach."); !s) return s.error();
+  const json* path = find_field(v, "path");
+  if (!path) return field_error("attach.path", "missing (the vhost-user socket)");
+  auto p = get_string(*path, "attach.path");
+  if (!p) return p.error();
+  if (p->empty() || (*p)[0] != '/')
+    return field_error("attach.path", json_quoted(*p) + " is not an absolute path");
+  if (p->size() >= 108)
+    return field_error("attach.path", "longer than 107 bytes (a Unix socket path)");
+  if (has_space_or_control(*p))
+    return field_error("attach.path",
+                       json_quoted(*p) + " contains whitespace or a control character");
+  Attachment a;
+  a.kind = Attachment::Kind::kVhost;
+  a.path = std::move(*p);
+  if (const json* mode = find_field(v, "mode")) {
+    auto m = get_string(*mode, "attach.mode");
+    if (!m) return m.error();
+    if (*m == "server") {
+      a.mode = Attachment::Mode::kServer;
+    } else if (*m != "client") {
+      return field_error("attach.mode", json_quoted(*m) + " is not one of client, server");
+    }
+  }
+  return a;
+}
+
+// {"type": "ethdev", "devargs": ...} or {"type": "vhost", "path": ..., "mode": client|server}
+Result<Attachment> parse_attach(const json& params) {
+  const json* v = find_field(params, "attach");
+  if (!v)
+    return field_error("attach", R"(missing (e.g. {"type": "vhost", "path": "/run/vhu0.sock"}))");
+  if (!v->is_object()) return field_error("attach", "expected an object, " + got(*v));
+  const json* type = find_field(*v, "type");
+  if (!type) return field_error("attach.type", "missing (ethdev or vhost)");
+  auto type_s = get_string(*type, "attach.type");
+  if (!type_s) return type_s.error();
+  if (*type_s == "vhost") return parse_vhost_attach(*v);
+  if (*type_s != "ethdev")
+    return field_error("attach.type", json_quoted(*type_s) + " is not one of ethdev, vhost");
+  if (auto s = check_known_keys(*v, {"type", "devargs"}, "attach."); !s) return s.error();
+  const json* devargs = find_field(*v, "devargs");
+  if (!devargs) return field_error("attach.devargs", "missing");
+  auto d = get_string(*devargs, "attach.devargs");
+  if (!d) return d.error();
+  if (d->empty()) return field_error("attach.devargs", "is empty");
+  // DPDK splits EAL arguments on whitespace; a control character is never meant.
+  if (has_space_or_control(*d)) {
+    return field_error("attach.devargs",
+                       json_quoted(*d) + " contains whitespace or a control character");
+  }
+  if (devargs_name(*d).empty())
+    return field_error("attach.devargs", json_quoted(*d) + " has no device name");
+  Attachment a;
+  a.kind = Attachment::Kind::kEthdev;
+  a.devargs = std::move(*d);
+  return a;
+}
+
+// ---- port security fields ----------------------------------------------------
+
+Result<std::vector<std::string>> parse_group_ids(const json& v) {
+  if (!v.is_array()) return field_error("security_groups", "expected a list of ids, " + got(v));
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = "security_groups[" + std::to_string(i) + "]";
+    auto s = get_string(v[i], field);
+    if (!s) return s.error();
+    if (!is_valid_id(*s)) return field_error(field, json_quoted(*s) + " is not a valid group id");
+    if (std::find(ids.begin(), ids.end(), *s) != ids.end())
+      return field_error(field, json_quoted(*s) + " is listed twice");
+    ids.push_back(std::move(*s));
+  }
+  return ids;
+}
+
+// A pair without "mac_address" gets a zero MAC here: the port's, filled in by
+// whoever knows the port (parse_port, Model::updated_port).
+Result<std::vector<AddressPair>> parse_address_pairs(const json& v) {
+  if (!v.is_array())
+    return field_error("allowed_address_pairs",
+                       "expected a list of {\"ip_address\", \"mac_address\"}, " + got(v));
+  std::vector<AddressPair> pairs;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = "allowed_address_pairs[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) return field_error(field, "expected an object, " + got(v[i]));
+    if (auto s = check_known_keys(v[i], {"ip_address", "mac_address"}, field + "."); !s)
+      return s.error();
+    AddressPair pair;
+    const json* ip = find_field(v[i], "ip_address");
+    if (!ip) return field_error(field + ".ip_address", "missing (an address or a CIDR)");
+    auto ip_s = get_string(*ip, field + ".ip_address");
+    if (!ip_s) return ip_s.error();
+    auto prefix = parse_prefix(*ip_s);
+    if (!prefix) return field_error(field + ".ip_address", prefix.error().message);
+    pair.ip_address = *prefix;
+    if (const json* mac = find_field(v[i], "mac_address")) {
+      auto mac_s = get_string(*mac, field + ".mac_address");
+      if (!mac_s) return mac_s.error();
+      auto m = parse_unicast_mac(*mac_s, field + ".mac_address");
+      if (!m) return m.error();
+      pair.mac_address = *m;
+    }
+    pairs.push_back(pair);
+  }
+  return pairs;
+}
+
+void fill_pair_macs(PortSpec& p) {
+  for (AddressPair& pair : p.allowed_address_pairs)
+    if (pair.mac_address == Mac{}) pair.mac_address = p.mac;
+}
+
+// The three fields of parse_port; port_security_enabled defaults to true
+// when the port has groups or pairs.
+Status parse_port_security(const json& params, PortSpec& p) {
+  if (const json* v = find_field(params, "security_groups")) {
+    auto ids = parse_group_ids(*v);
+    if (!ids) return ids.error();
+    p.security_groups = std::move(*ids);
+  }
+  if (const json* v = find_field(params, "allowed_address_pairs")) {
+    auto pairs = parse_address_pairs(*v);
+    if (!pairs) return pairs.error();
+    p.allowed_address_pairs = std::move(*pairs);
+    fill_pair_macs(p);
+  }
+  p.port_security_enabled = !p.security_groups.empty() || !p.allowed_address_pairs.empty();
+  if (const json* v = find_field(params, "port_security_enabled")) {
+    auto b = get_bool(*v, "port_security_enabled");
+    if (!b) return b.error();
+    p.port_security_enabled = *b;
+  }
+  return check_port_security(p);
+}
+
+Result<std::string> parse_port_id(const json& params) {
+  const json* id = find_field(params, "id");
+  if (!id) return field_error("id", "missing");
+  auto id_s = get_string(*id, "id");
+  if (!id_s) return id_s.error();
+  std::string uuid = canonical_uuid(*id_s);
+  if (uuid.empty())
+    return field_error("id", json_quoted(*id_s) + " is not a UUID (8-4-4-4-12 hex digits)");
+  return uuid;
+}
+
+// A fixed IP of p that another port of its network has, as a conflict.
+json pairs_json(const std::vector<AddressPair>& pairs) {
+  json out = json::array();
+  for (const AddressPair& pair : pairs) {
+    const IpPrefix& ip = pair.ip_address;
+    // A host prefix reads back as the address, as it was most likely given.
+    const bool host = ip.len == (ip.addr.family == 4 ? 32 : 128);
+    out.push_back({{"ip_address", host ? ip_to_string(ip.addr) : prefix_to_string(ip)},
+                   {"mac_address", mac_to_string(pair.mac_address)}});
+  }
+  return out;
+}
+
+}  // namespace
+
+Status check_port_security(const PortSpec& p) {
+  const auto& pairs = p.allowed_address_pairs;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (pairs[j] == pairs[i])
+        return field_error("allowed_address_pairs[" + std::to_string(i) + "]",
+                           prefix_to_string(pairs[i].ip_address) + " with " +
+                               mac_to_string(pairs[i].mac_address) + " is listed twice");
+    }
+  }
+  if (p.port_security_enabled) return ok();
+  if (!p.security_groups.empty())
+    return field_error("port_security_enabled",
+                       "false, but the port has security groups (port security must be enabled "
+                       "for a port to have security groups)");
+  if (!pairs.empty())
+    return field_error("port_security_enabled",
+                       "false, but the port has allowed address pairs (port security must be "
+                       "enabled for a port to have allowed address pairs)");
+  return ok();
+}
+
+Result<PortSpec> parse_port(const json& params) {
+  if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
+  if (auto s = check_known_keys(params,
+                                {"id", "network", "mac", "fixed_ips", "attach", "security_groups",
+                                 "allowed_address_pairs", "port_security_enabled"},
+                                "");
+      !s) {
+    return s.error();
+  }
+  PortSpec p;
+  auto id = parse_port_id(params);
+  if (!id) return id.error();
+  p.id = std::move(*id);
+
+  const json* network = find_field(params, "network");
+  if (!network) return field_error("network", "missing");
+  auto net_s = get_string(*network, "network");
+  if (!net_s) return net_s.error();
+  if (!is_valid_id(*net_s))
+    return field_error("network", json_quoted(*net_s) + " is not a valid network id");
+  p.network = std::move(*net_s);
+
+  const json* mac = find_field(params, "mac");
+  if (!mac) return field_error("mac", "missing");
+  auto mac_s = get_string(*mac, "mac");
+  if (!mac_s) return mac_s.error();
+  auto m = parse_unicast_mac(*mac_s, "mac");
+  if (!m) return m.error();
+  p.mac = *m;
+
+  auto ips = parse_fixed_ips(find_field(params, "fixed_ips"));
+  if (!ips) return ips.error();
+  p.fixed_ips = std::move(*ips);
+  auto attach = parse_attach(params);
+  if (!attach) return attach.error();
+  p.attach = std::move(*attach);
+  if (auto s = parse_port_security(params, p); !s) return s.error();
+  return p;
+}
+
+Result<PortUpdate> parse_port_update(const json& params) {
+  if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
+  if (auto s = check_known_keys(
+          params,
+          {"id", "fixed_ips", "security_groups", "allowed_address_pairs", "port_security_enabled"},
+          "");
+      !s) {
+    return s.error();
+  }
+  PortUpdate u;
+  auto id = parse_port_id(params);
+  if (!id) return id.error();
+  u.id = std::move(*id);
+  if (const json* v = find_field(params, "fixed_ips")) {
+    auto ips = parse_fixed_ips(v);
+    if (!ips) return ips.error();
+    u.fixed_ips = std::move(*ips);
+  }
+  if (const json* v = find_field(params, "security_groups")) {
+    auto ids = parse_group_ids(*v);
+    if (!ids) return ids.error();
+    u.security_groups = std::move(*ids);
+  }
+  if (const json* v = find_field(params, "allowed_address_pairs")) {
+    auto pairs = parse_address_pairs(*v);
+    if (!pairs) return pairs.error();
+    u.allowed_address_pairs = std::move(*pairs);
+  }
+  if (const json* v = find_field(params, "port_security_enabled")) {
+    auto b = get_bool(*v, "port_security_enabled");
+    if (!b) return b.error();
+    u.port_security_enabled = *b;
+  }
+  if (!u.fixed_ips && !u.security_groups && !u.allowed_address_pairs && !u.port_security_enabled)
+    return field_error("params",
+                       "nothing to update (give fixed_ips, security_groups, "
+                       "allowed_address_pairs or port_security_enabled)");
+  return u;
+}
+
+json attach_json(const Attachment& a) {
+  if (a.kind == Attachment::Kind::kVhost)
+    return {{"type", "vhost"},
+            {"path", a.path},
+            {"mode", a.mode == Attachment::Mode::kServer ? "server" : "client"}};
+  return {{"type", "ethdev"}, {"devargs", a.devargs}};
+}
+
+json to_json(const PortSpec& p) {
+  json ips = json::array();
+  for (const IpAddr& ip : p.fixed_ips) ips.push_back(ip_to_string(ip));
+  return {{"id", p.id},
+          {"network", p.network},
+          {"mac", mac_to_string(p.mac)},
+          {"fixed_ips", std::move(ips)},
+          {"attach", attach_json(p.attach)},
+          {"security_groups", p.security_groups},
+          {"allowed_address_pairs", pairs_json(p.allowed_address_pairs)},
+          {"port_security_enabled", p.port_security_enabled}};
+}
+
+}  // namespace strait::ctl

@@ -1,0 +1,184 @@
+// Security groups, their rules and live port updates (issue 5). Each change
+// is computed on a copy of the model, compiled, saved, and only then made
+// live in one snapshot: a refused or failed request changes nothing, and
+// every packet sees the old rule set or the new one (F7). The reply goes out
+// once no worker runs an older snapshot: the new rules are then live.
+#include <rte_cycles.h>
+#include <spdlog/spdlog.h>
+
+#include "control/switch.h"
+
+namespace strait::ctl {
+namespace {
+
+using nlohmann::json;
+
+json error_reply(const Error& e) {
+  return {{"ok", false}, {"error", {{"code", e.code}, {"message", e.message}}}};
+}
+json ok_reply(json result) { return {{"ok", true}, {"result", std::move(result)}}; }
+
+Result<std::string> id_param(const json& params) {
+  if (!params.is_object() || !params.contains("id") || !params["id"].is_string())
+    return invalid("id: required string");
+  return params["id"].get<std::string>();
+}
+
+// The addresses conntrack knows a port by: fixed IPs, host-address pairs,
+// its IPv6 link-local address.
+std::vector<std::array<uint8_t, 16>> ct_addresses(const PortSpec& p, const std::vector<IpAddr>* only) {
+  std::vector<std::array<uint8_t, 16>> out;
+  auto want = [&](const IpAddr& a) {
+    return !only || std::find(only->begin(), only->end(), a) != only->end();
+  };
+  for (const IpAddr& a : p.fixed_ips)
+    if (want(a)) out.push_back(a.bytes);
+  for (const AddressPair& ap : p.allowed_address_pairs)
+    if (ap.ip_address.len == (ap.ip_address.addr.family == 4 ? 32 : 128) && want(ap.ip_address.addr))
+      out.push_back(ap.ip_address.addr.bytes);
+  if (!only) {
+    const Mac& m = p.mac;
+    out.push_back({0xfe, 0x80, 0, 0, 0, 0, 0, 0, uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3],
+                   m[4], m[5]});
+  }
+  return out;
+}
+
+uint64_t now_ms() { return rte_rdtsc() / (rte_get_tsc_hz() / 1000); }
+
+}  // namespace
+
+Status Switch::apply(const std::function<Status(Model&)>& change,
+                     const std::function<Status(const Model&)>& save) {
+  Model next = model_;
+  if (Status st = change(next); !st) return st;
+  auto sets = sg_.prepare(next);
+  if (!sets) return sets.error();
+  if (Status st = save(next); !st) return st;
+  model_ = std::move(next);
+  sg_.commit(std::move(*sets));
+  republish();
+  return ok();
+}
+
+json Switch::security_group_json(const SecurityGroup& g) const {
+  json j = to_json(g);
+  j["ports"] = model_.ports_in_group(g.id);
+  return j;
+}
+
+void Switch::security_group_create(const json& params, Done done) {
+  auto g = parse_security_group(params);
+  if (!g) return done(error_reply(g.error()));
+  for (SecurityGroupRule& r : g->rules)
+    if (r.id.empty()) r.id = new_uuid();
+  Status st = apply([&](Model& m) { return m.add_security_group(*g); },
+                    [&](const Model&) { return store_->put_security_group(*g); });
+  if (!st) return done(error_reply(st.error()));
+  const std::string id = g->id;
+  publisher_.after_grace([this, id, done = std::move(done)] {
+    const SecurityGroup* now = model_.security_group(id);
+    done(now ? ok_reply(security_group_json(*now)) : ok_reply(json::object()));
+  });
+}
+
+void Switch::security_group_delete(const json& params, Done done) {
+  auto id = id_param(params);
+  if (!id) return done(error_reply(id.error()));
+  Status st = apply([&](Model& m) { return m.remove_security_group(*id); },
+                    [&](const Model&) { return store_->delete_security_group(*id); });
+  if (!st) return done(error_reply(st.error()));
+  publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
+}
+
+void Switch::sg_rule_create(const json& params, Done done) {
+  auto parsed = parse_sg_rule_create(params);
+  if (!parsed) return done(error_reply(parsed.error()));
+  auto& [group_id, rule] = *parsed;
+  if (rule.id.empty()) rule.id = new_uuid();
+  Status st = apply([&](Model& m) { return m.add_sg_rule(group_id, rule); },
+                    [&](const Model& m) { return store_->put_security_group(*m.security_group(group_id)); });
+  if (!st) return done(error_reply(st.error()));
+  json out = to_json(rule);
+  out["security_group_id"] = group_id;
+  publisher_.after_grace([out = std::move(out), done = std::move(done)] { done(ok_reply(out)); });
+}
+
+void Switch::sg_rule_delete(const json& params, Done done) {
+  auto id = id_param(params);
+  if (!id) return done(error_reply(id.error()));
+  const std::string group_id = model_.group_of_rule(*id);
+  Status st = apply([&](Model& m) { return m.remove_sg_rule(*id); },
+                    [&](const Model& m) { return store_->put_security_group(*m.security_group(group_id)); });
+  if (!st) return done(error_reply(st.error()));
+  publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
+}
+
+void Switch::port_update(const json& params, Done done) {
+  auto u = parse_port_update(params);
+  if (!u) return done(error_reply(u.error()));
+  auto spec = model_.updated_port(*u);
+  if (!spec) return done(error_reply(spec.error()));
+  const PortSpec before = *model_.port(spec->id);
+  const uint16_t lvlan = model_.local_vlan(spec->network);
+  Status st = apply([&](Model& m) { return m.update_port(*spec); },
+                    [&](const Model&) { return store_->put_port(*spec, lvlan); });
+  if (!st) return done(error_reply(st.error()));
+  // Connections of addresses the port no longer has end with them.
+  std::vector<IpAddr> gone;
+  for (const IpAddr& a : before.fixed_ips)
+    if (std::find(spec->fixed_ips.begin(), spec->fixed_ips.end(), a) == spec->fixed_ips.end())
+      gone.push_back(a);
+  if (!gone.empty()) flush_conntrack_after_grace(before, lvlan, std::move(gone));
+  const std::string id = spec->id;
+  publisher_.after_grace([this, id, done = std::move(done)] {
+    const PortSpec* p = model_.port(id);
+    done(p ? ok_reply(port_json(*p)) : error_reply(not_found("port " + id + " was unbound")));
+  });
+}
+
+void Switch::poll_conntrack() {
+  const uint64_t now = now_ms();
+  if (now - ct_last_expire_ms_ < 100) return;
+  ct_last_expire_ms_ = now;
+  // A slice of the table every 100 ms: all of it every ~5 s, never a long
+  // pause of the control loop.
+  ct_->expire(now, std::max<uint32_t>(1024, ct_->capacity() / 7 / 50));
+  if (!ct_retiring_ && ct_->retire_begin()) {
+    ct_retiring_ = true;
+    publisher_.after_grace([this] {
+      ct_->retire_end();
+      ct_retiring_ = false;
+    });
+  }
+}
+
+void Switch::flush_conntrack_after_grace(const PortSpec& p, uint16_t lvlan, std::vector<IpAddr> only) {
+  if (lvlan == 0) return;
+  auto addrs = ct_addresses(p, only.empty() ? nullptr : &only);
+  // After the snapshot that stopped the port is live: no worker can open a
+  // connection for it again behind the flush.
+  publisher_.after_grace([this, lvlan, addrs = std::move(addrs), id = p.id] {
+    const uint32_t n = ct_->flush_addresses(lvlan, addrs);
+    if (n) spdlog::info("port {}: {} connection(s) flushed", id, n);
+  });
+}
+
+json Switch::conntrack_json() const {
+  const dp::CtStats s = ct_->stats();
+  return {{"capacity", ct_->capacity()}, {"entries", s.entries},  {"created", s.created},
+          {"reopened", s.reopened},      {"refused_full", s.refused_full},
+          {"invalid", s.invalid},        {"expired", s.expired},  {"flushed", s.flushed}};
+}
+
+json Switch::sg_json() const {
+  json sets = json::array();
+  for (const auto& [groups, c] : sg_.sets())
+    sets.push_back({{"groups", groups}, {"rules", c.input.rules.size()},
+                    {"remote_groups", c.input.remote_groups}});
+  const SgCache::Counts n = sg_.counts();
+  return {{"groups", model_.security_groups().size()}, {"compiled_sets", sets},
+          {"builds", {{"built", n.built}, {"reindexed", n.reindexed}, {"reused", n.reused}}}};
+}
+
+}  // namespace strait::ctl

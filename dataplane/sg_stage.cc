@@ -1,0 +1,126 @@
+// The per-packet half of stateful security groups (sg_stage.h).
+#include "dataplane/sg_stage.h"
+
+#include "dataplane/port_security.h"
+
+namespace strait::dp {
+namespace {
+
+SgVerdict pass(bool in_connection = false) { return {DropReason::kNone, in_connection}; }
+SgVerdict drop(DropReason r) { return {r, false}; }
+
+// No connection to go by: the cached decision on new connections.
+SgVerdict as_new(const Action& a) {
+  return (a.flags & kActNewOk) ? pass() : drop(a.reason);
+}
+
+// What no connection starts with: a TCP SYN-ACK or RST, an ICMP echo reply,
+// an ICMP error (conntrack refuses to open on these whatever the rules say).
+bool never_opens(const CtPacket& pkt) {
+  if (pkt.kind == CtPacketKind::kRelated || pkt.icmp_echo_reply) return true;
+  constexpr uint8_t kSyn = 0x02, kRst = 0x04, kAck = 0x10;
+  const uint8_t f = pkt.tcp_flags;
+  return pkt.tuple.proto == kIpProtoTcp && ((f & kRst) || ((f & kSyn) && (f & kAck)));
+}
+
+// A packet of no live connection: refused by the rules, or invalid, or it
+// opens one.
+SgVerdict open(Conntrack& ct, const Snapshot& s, const Action& a, const CtPacket& pkt,
+               uint64_t now_ms, uint16_t worker) {
+  if (!(a.flags & kActNewOk)) {
+    if (!never_opens(pkt)) return drop(a.reason);
+    // Invalid rather than denied: it belongs to no connection and could
+    // start none. create() refuses it at once, storing nothing, and counts
+    // it in CtStats::invalid like any other invalid packet.
+    ct.create(pkt, s.generation, now_ms, worker);
+    return drop(DropReason::kCtInvalid);
+  }
+  if (pkt.kind != CtPacketKind::kConn) return pass();  // a related error the rules allow
+  switch (ct.create(pkt, s.generation, now_ms, worker).status) {
+    case CtCreateStatus::kCreated:
+    case CtCreateStatus::kExisting:
+      return pass();
+    case CtCreateStatus::kFull:
+      return drop(DropReason::kCtFull);
+    case CtCreateStatus::kInvalid:
+      return drop(DropReason::kCtInvalid);
+  }
+  return drop(DropReason::kCtInvalid);
+}
+
+// A packet of live connection e: refresh it, and re-check it when the rules
+// changed since they last allowed it (F10).
+SgVerdict established(Conntrack& ct, const Snapshot& s, const Action& a, const FlowKey& key,
+                      const CtPacket& pkt, CtLookup l, uint64_t now_ms, uint16_t worker) {
+  if (ct.update(l.entry, pkt, now_ms) == CtState::kNone)
+    return open(ct, s, a, pkt, now_ms, worker);  // removed meanwhile: new
+  const uint32_t vg = Conntrack::verified_generation(l.entry);
+  if (vg == s.generation) return pass(true);
+  // vg 0: a SYN re-opened the entry with this packet's sender as opener.
+  const bool allowed = (vg == 0 || !l.reply) ? (a.flags & kActNewOk) != 0
+                                             : sg_original_allowed(s, key, a.out_port);
+  if (!allowed) {
+    Conntrack::end(l.entry);
+    return drop(DropReason::kCtRevoked);
+  }
+  Conntrack::mark_verified(l.entry, s.generation);
+  return pass(true);
+}
+
+}  // namespace
+
+SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
+                   const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept {
+  if (ct == nullptr) return as_new(a);
+  CtPacket pkt;
+  ct_packet_from_key(key, a.lvlan, l4, l4_len, &pkt);
+  switch (pkt.kind) {
+    case CtPacketKind::kUntracked:
+      return as_new(a);
+    case CtPacketKind::kRelated:
+      if (ct->lookup(pkt.tuple, now_ms).entry) return pass(true);
+      return open(*ct, s, a, pkt, now_ms, worker);  // never creates
+    case CtPacketKind::kConn:
+      break;
+  }
+  const CtLookup l = ct->lookup(pkt.tuple, now_ms);
+  if (l.entry) return established(*ct, s, a, key, pkt, l, now_ms, worker);
+  return open(*ct, s, a, pkt, now_ms, worker);
+}
+
+bool sg_in_connection(const Conntrack* ct, const FlowKey& key, uint16_t zone, const uint8_t* l4,
+                      uint32_t l4_len, uint64_t now_ms) noexcept {
+  if (ct == nullptr) return false;
+  CtPacket pkt;
+  ct_packet_from_key(key, zone, l4, l4_len, &pkt);
+  return pkt.kind != CtPacketKind::kUntracked && ct->lookup(pkt.tuple, now_ms).entry != nullptr;
+}
+
+DropReason sg_flood_target(const PortSecurity& target, const FlowKey& key,
+                           bool in_connection) noexcept {
+  DropReason why = DropReason::kNone;
+  switch (ingress_class(key, &why)) {
+    case SgClass::kDeny:
+      return why;
+    case SgClass::kAllow:
+      return DropReason::kNone;
+    case SgClass::kRules:
+      break;
+  }
+  return in_connection || rules_allow(target, SgDirection::kIngress, key)
+             ? DropReason::kNone
+             : DropReason::kSgIngressDenied;
+}
+
+bool sg_original_allowed(const Snapshot& s, const FlowKey& reply, uint16_t out_port) noexcept {
+  const FlowKey orig = reverse_key(reply, out_port);
+  // The original went out of this reply's output port (its sender) and into
+  // this reply's input port (its receiver).
+  if (const PortEntry* p = s.port(out_port); p && p->security)
+    if (!rules_allow(*p->security, SgDirection::kEgress, orig)) return false;
+  if (const PortEntry* p = s.port(reply.in_port); p && p->security)
+    if (!rules_allow(*p->security, SgDirection::kIngress, orig)) return false;
+  return true;
+}
+
+}  // namespace strait::dp

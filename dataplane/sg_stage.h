@@ -1,0 +1,67 @@
+#pragma once
+// The per-packet half of stateful security groups: what the worker does with
+// a packet whose cached action says kActTrack (conntrack), and with each flood
+// target that has port security. pipeline_decide (cached per flow) has
+// already applied everything that depends on the flow alone; what is left
+// depends on conntrack state, which changes per packet.
+//
+// Tracked packet (sg_track), by CtPacketKind of the packet:
+//   kUntracked (later fragment, ICMP neither query nor error): passes iff
+//     kActNewOk, else dropped with Action::reason.
+//   kRelated (ICMP error): passes when the embedded packet's connection is
+//     live, else iff kActNewOk (kCtInvalid without); never opens one.
+//   kConn with a live entry: the entry is updated; it passes when its rules
+//     were verified at this snapshot generation. Else (the rules changed,
+//     F10) it is re-checked: from the original direction (or a connection a
+//     SYN just re-opened, verified generation 0) by this packet's own
+//     kActNewOk; from the reply direction by the original's key
+//     (reverse_key) against the egress rules of the output port and the
+//     ingress rules of the input port. Allowed: marked verified; else the
+//     connection is ended and the packet dropped (kCtRevoked).
+//   kConn without a live entry: with kActNewOk it opens one (kCtFull /
+//     kCtInvalid when conntrack refuses), else dropped with Action::reason,
+//     or kCtInvalid for what could open no connection anyway (TCP SYN-ACK
+//     or RST, ICMP echo reply): "belongs to none and cannot open one".
+// Without a conntrack table (ct == nullptr: tests, or a switch built
+// without one) every tracked packet is new and never recorded: kActNewOk
+// alone decides, replies of allowed connections need rules of their own.
+#include <cstdint>
+
+#include "dataplane/action.h"
+#include "dataplane/conntrack.h"
+#include "dataplane/drop_reasons.h"
+#include "dataplane/flow_key.h"
+#include "dataplane/snapshot.h"
+
+namespace strait::dp {
+
+struct SgVerdict {
+  DropReason drop = DropReason::kNone;  // kNone: the packet goes on
+  // It belongs to a connection that was live before it (established, a
+  // reply, a related error): flood targets' ingress rules let it through.
+  bool in_connection = false;
+};
+
+// What conntrack makes of one packet whose action has kActTrack. `l4` points
+// at the L4 header (PacketMeta::l4_ofs; null when there is none) with l4_len
+// bytes readable. `worker` < CtConfig::n_workers, one thread per id.
+SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
+                   const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept;
+
+// Whether a packet of no tracked sender (an uplink, a port without port
+// security) belongs to a live connection: a lookup, nothing updated. For
+// flood targets with port security.
+bool sg_in_connection(const Conntrack* ct, const FlowKey& key, uint16_t zone, const uint8_t* l4,
+                      uint32_t l4_len, uint64_t now_ms) noexcept;
+
+// Whether flood target `target` (port security on) takes the packet: kNone,
+// or why not. in_connection: as SgVerdict / sg_in_connection say.
+DropReason sg_flood_target(const PortSecurity& target, const FlowKey& key,
+                           bool in_connection) noexcept;
+
+// F10 re-check from a reply: whether the rules of this snapshot still let the
+// original direction open the connection. `reply` came in on reply.in_port
+// and goes out to out_port (kNoPort for a flood: no output port's rules).
+bool sg_original_allowed(const Snapshot& s, const FlowKey& reply, uint16_t out_port) noexcept;
+
+}  // namespace strait::dp

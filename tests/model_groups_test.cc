@@ -1,0 +1,361 @@
+// The Model's security groups (issue 5): groups and rules and the relations
+// neutron enforces between them and ports; port.update; remote-group members.
+// Every refusal is checked to change nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "control/model.h"
+#include "tests/expect_refused.h"
+
+namespace strait::ctl {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kUuidA = "11111111-2222-3333-4444-555555555555";
+constexpr const char* kUuidB = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+constexpr const char* kUuidC = "01234567-89ab-cdef-0123-456789abcdef";
+
+SecurityGroup group(json j) {
+  auto g = parse_security_group(j);
+  EXPECT_TRUE(g.ok()) << j.dump() << ": " << (g.ok() ? "" : g.error().message);
+  return g.ok() ? *g : SecurityGroup{};
+}
+
+SecurityGroupRule rule(json j) {
+  auto r = parse_sg_rule(j);
+  EXPECT_TRUE(r.ok()) << j.dump() << ": " << (r.ok() ? "" : r.error().message);
+  return r.ok() ? *r : SecurityGroupRule{};
+}
+
+json ssh(const std::string& id = "r-ssh") {
+  return {{"id", id},
+          {"direction", "ingress"},
+          {"protocol", "tcp"},
+          {"port_range_min", 22},
+          {"port_range_max", 22}};
+}
+
+json from_group(const std::string& id, const std::string& remote) {
+  return {{"id", id}, {"direction", "ingress"}, {"remote_group_id", remote}};
+}
+
+PortSpec port(const std::string& id, const std::string& mac, json extra) {
+  json j = {{"id", id},
+            {"network", "net1"},
+            {"mac", mac},
+            {"attach", {{"type", "vhost"}, {"path", "/run/" + std::string(id) + ".sock"}}}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  auto p = parse_port(j);
+  EXPECT_TRUE(p.ok()) << j.dump() << ": " << (p.ok() ? "" : p.error().message);
+  return p.ok() ? *p : PortSpec{};
+}
+
+PortUpdate update(json j) {
+  auto u = parse_port_update(j);
+  EXPECT_TRUE(u.ok()) << j.dump() << ": " << (u.ok() ? "" : u.error().message);
+  return u.ok() ? *u : PortUpdate{};
+}
+
+IpPrefix prefix(const std::string& s) { return *parse_prefix(s); }
+
+// The model's whole observable state, groups included.
+json dump(const Model& m) {
+  json d = {{"ports", json::array()}, {"groups", json::array()}, {"members", json::object()}};
+  for (const auto& [id, p] : m.ports()) {
+    json j = to_json(p);
+    j["local_vlan"] = m.local_vlan(p.network);
+    d["ports"].push_back(j);
+  }
+  for (const auto& [id, g] : m.security_groups()) {
+    json j = to_json(g);
+    j["ports"] = m.ports_in_group(id);
+    d["groups"].push_back(j);
+  }
+  for (const auto& [g, prefixes] : m.group_members())
+    for (const IpPrefix& p : prefixes) d["members"][g].push_back(prefix_to_string(p));
+  return d;
+}
+
+class ModelGroups : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto n = parse_network({{"id", "net1"}, {"type", "local"}});
+    ASSERT_TRUE(m.add_network(*n).ok());
+  }
+  void add_group(json j) {
+    auto s = m.add_security_group(group(j));
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  void add_port(const PortSpec& p) {
+    auto s = m.add_port(p);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  Model m{{}};
+};
+
+// ---- groups ---------------------------------------------------------------------
+
+TEST_F(ModelGroups, AddAndLookUp) {
+  add_group({{"id", "web"}, {"name", "Web"}, {"rules", {ssh()}}});
+  add_group({{"id", "db"}, {"rules", {from_group("r-db", "web"), from_group("r-self", "db")}}});
+  ASSERT_NE(m.security_group("web"), nullptr);
+  EXPECT_EQ(m.security_group("web")->name, "Web");
+  EXPECT_EQ(m.security_group("nope"), nullptr);
+  EXPECT_EQ(m.security_groups().size(), 2u);
+  EXPECT_EQ(m.group_of_rule("r-ssh"), "web");
+  EXPECT_EQ(m.group_of_rule("r-self"), "db");
+  EXPECT_EQ(m.group_of_rule("r-none"), "");
+}
+
+TEST_F(ModelGroups, AddRefusals) {
+  add_group({{"id", "web"}, {"rules", {ssh()}}});
+  const json before = dump(m);
+  EXPECT_REFUSED(m.add_security_group(group({{"id", "web"}})), "conflict",
+                 "security group web already exists");
+  EXPECT_REFUSED(m.add_security_group(group({{"id", "g2"}, {"rules", {from_group("r1", "nope")}}})),
+                 "not_found", "rules[0].remote_group_id: no security group \"nope\"");
+  EXPECT_REFUSED(m.add_security_group(group({{"id", "g2"}, {"rules", {ssh()}}})), "conflict",
+                 "rules[0].id: rule r-ssh already exists (in security group web)");
+  // Rules without ids (the switch gives them one before it gets here).
+  EXPECT_REFUSED(
+      m.add_security_group(group({{"id", "g2"}, {"rules", {{{"direction", "egress"}}}}})),
+      "invalid_argument", "rules[0].id: missing");
+  // A group built in code, past parse_security_group's own checks.
+  SecurityGroup twice{"g3", "", {rule(ssh("a")), rule(ssh("b"))}};
+  EXPECT_REFUSED(m.add_security_group(twice), "conflict",
+                 "rules[1]: duplicates a rule with the same");
+  SecurityGroup same_id{"g3", "", {rule(ssh("a")), rule(from_group("a", "g3"))}};
+  EXPECT_REFUSED(m.add_security_group(same_id), "conflict",
+                 "rule a is already in security group g3");
+  EXPECT_REFUSED(m.add_security_group(SecurityGroup{"-bad", "", {}}), "invalid_argument", "id:");
+  EXPECT_EQ(dump(m), before);
+}
+
+TEST_F(ModelGroups, RemoveRefusedWhileUsed) {
+  add_group({{"id", "web"}, {"rules", {from_group("r-self", "web")}}});
+  add_group({{"id", "db"}, {"rules", {from_group("r-db", "web")}}});
+  add_group({{"id", "idle"}});
+  add_port(port(kUuidA, "02:00:00:00:00:01", {{"security_groups", {"db"}}}));
+  const json before = dump(m);
+  EXPECT_REFUSED(m.remove_security_group("db"), "conflict",
+                 std::string("security group db is in use by port ") + kUuidA);
+  EXPECT_REFUSED(m.remove_security_group("web"), "conflict",
+                 "security group web is the remote group of rule r-db of security group db");
+  EXPECT_REFUSED(m.remove_security_group("nope"), "not_found", "security group nope not found");
+  EXPECT_EQ(dump(m), before);
+  ASSERT_TRUE(m.remove_security_group("idle").ok());
+  // Its own rule naming itself does not hold a group.
+  ASSERT_TRUE(m.remove_sg_rule("r-db").ok());
+  ASSERT_TRUE(m.remove_security_group("web").ok());
+  EXPECT_EQ(m.security_group("web"), nullptr);
+  EXPECT_EQ(m.group_of_rule("r-self"), "");
+}
+
+// ---- rules ----------------------------------------------------------------------
+
+TEST_F(ModelGroups, AddAndRemoveRules) {
+  add_group({{"id", "web"}});
+  add_group({{"id", "db"}});
+  ASSERT_TRUE(m.add_sg_rule("web", rule(ssh())).ok());
+  ASSERT_TRUE(m.add_sg_rule("web", rule(from_group("r-db", "db"))).ok());
+  ASSERT_TRUE(m.add_sg_rule("web", rule(from_group("r-self", "web"))).ok());
+  EXPECT_EQ(m.security_group("web")->rules.size(), 3u);
+  EXPECT_EQ(m.group_of_rule("r-db"), "web");
+  ASSERT_TRUE(m.remove_sg_rule("r-ssh").ok());
+  EXPECT_EQ(m.group_of_rule("r-ssh"), "");
+  ASSERT_EQ(m.security_group("web")->rules.size(), 2u);
+  EXPECT_EQ(m.security_group("web")->rules[0].id, "r-db") << "order kept";
+  // The same rule may go in again after its removal, and into another group.
+  ASSERT_TRUE(m.add_sg_rule("db", rule(ssh())).ok());
+  EXPECT_EQ(m.group_of_rule("r-ssh"), "db");
+}
+
+TEST_F(ModelGroups, RuleRefusals) {
+  add_group({{"id", "web"}, {"rules", {ssh()}}});
+  add_group({{"id", "db"}, {"rules", {ssh("r-db-ssh")}}});
+  const json before = dump(m);
+  EXPECT_REFUSED(m.add_sg_rule("nope", rule(ssh("r2"))), "not_found",
+                 "security_group_id: no security group \"nope\"");
+  EXPECT_REFUSED(m.add_sg_rule("web", rule(ssh("r-db-ssh"))), "conflict",
+                 "id: rule r-db-ssh already exists (in security group db)");
+  EXPECT_REFUSED(m.add_sg_rule("web", rule(ssh("r2"))), "conflict",
+                 "security group web already has a rule with the same direction, ethertype, "
+                 "protocol, ports and remote (r-ssh)");
+  EXPECT_REFUSED(m.add_sg_rule("web", rule(from_group("r3", "nope"))), "not_found",
+                 "remote_group_id: no security group \"nope\"");
+  SecurityGroupRule no_id = rule(ssh("x"));
+  no_id.id = "";
+  EXPECT_REFUSED(m.add_sg_rule("web", no_id), "invalid_argument", "id: missing");
+  EXPECT_REFUSED(m.remove_sg_rule("nope"), "not_found", "security group rule nope not found");
+  EXPECT_EQ(dump(m), before);
+}
+
+// ---- restore --------------------------------------------------------------------
+
+TEST_F(ModelGroups, RestoreTakesRemoteGroupsInAnyOrderAndCycles) {
+  // a names b and b names a: no order of add_security_group works.
+  std::vector<SecurityGroup> saved = {
+      group({{"id", "a"}, {"rules", {from_group("ra", "b")}}}),
+      group({{"id", "b"}, {"name", "B"}, {"rules", {from_group("rb", "a"), ssh()}}})};
+  ASSERT_TRUE(m.restore_security_groups(saved).ok());
+  EXPECT_EQ(m.group_of_rule("ra"), "a");
+  EXPECT_EQ(m.group_of_rule("r-ssh"), "b");
+  EXPECT_EQ(m.security_group("b")->name, "B");
+  EXPECT_EQ(to_json(*m.security_group("b")), to_json(saved[1]));
+}
+
+TEST_F(ModelGroups, RestoreIsAllOrNothing) {
+  add_group({{"id", "old"}});
+  const json before = dump(m);
+  std::vector<SecurityGroup> saved = {
+      group({{"id", "a"}, {"rules", {from_group("ra", "b")}}}),
+      group({{"id", "b"}, {"rules", {ssh(), from_group("rb", "gone")}}})};
+  EXPECT_REFUSED(m.restore_security_groups(saved), "not_found",
+                 "security group b: rules[1]: remote_group_id: no security group \"gone\"");
+  EXPECT_EQ(dump(m), before);
+  EXPECT_REFUSED(m.restore_security_groups({group({{"id", "x"}}), group({{"id", "old"}})}),
+                 "conflict", "security group old: security group old already exists");
+  EXPECT_EQ(dump(m), before);
+}
+
+// ---- ports and groups -------------------------------------------------------------
+
+TEST_F(ModelGroups, PortGroupsMustExist) {
+  add_group({{"id", "web"}});
+  const json before = dump(m);
+  PortSpec p = port(kUuidA, "02:00:00:00:00:01", {{"security_groups", {"web", "nope"}}});
+  EXPECT_REFUSED(m.check_add_port(p), "not_found",
+                 "security_groups[1]: no security group \"nope\"");
+  EXPECT_REFUSED(m.add_port(p), "not_found", "security_groups[1]: no security group \"nope\"");
+  EXPECT_REFUSED(m.restore_port(p, 5), "not_found", "security_groups[1]");
+  EXPECT_EQ(dump(m), before);
+  EXPECT_EQ(m.local_vlan("net1"), 0) << "no VLAN left behind";
+  // A spec built in code with port security off and groups: refused too.
+  PortSpec off = port(kUuidA, "02:00:00:00:00:01", {{"security_groups", {"web"}}});
+  off.port_security_enabled = false;
+  EXPECT_REFUSED(m.add_port(off), "invalid_argument", "port_security_enabled: false");
+  EXPECT_EQ(dump(m), before);
+  add_port(port(kUuidA, "02:00:00:00:00:01", {{"security_groups", {"web"}}}));
+  EXPECT_EQ(m.ports_in_group("web"), std::vector<std::string>{kUuidA});
+}
+
+TEST_F(ModelGroups, MembersAreFixedIpsAndPairsOfBoundPorts) {
+  add_group({{"id", "web"}});
+  add_group({{"id", "db"}});
+  add_group({{"id", "empty"}});
+  add_port(port(kUuidA, "02:00:00:00:00:01",
+                {{"fixed_ips", {"10.0.0.1", "2001:db8::1"}},
+                 {"security_groups", {"web", "db"}},
+                 {"allowed_address_pairs", {{{"ip_address", "10.9.0.0/16"}}}}}));
+  add_port(port(kUuidB, "02:00:00:00:00:02",
+                {{"fixed_ips", {"10.0.0.2"}}, {"security_groups", {"web"}}}));
+  // Port security alone: anti-spoofing, in no group.
+  add_port(port(kUuidC, "02:00:00:00:00:03",
+                {{"fixed_ips", {"10.0.0.3"}}, {"port_security_enabled", true}}));
+  GroupMembers members = m.group_members();
+  EXPECT_EQ(members.size(), 2u) << "groups without members are absent";
+  EXPECT_EQ(members["web"],
+            (std::vector<IpPrefix>{prefix("10.0.0.1/32"), prefix("10.0.0.2/32"),
+                                   prefix("10.9.0.0/16"), prefix("2001:db8::1/128")}));
+  EXPECT_EQ(members["db"], (std::vector<IpPrefix>{prefix("10.0.0.1/32"), prefix("10.9.0.0/16"),
+                                                  prefix("2001:db8::1/128")}));
+  EXPECT_EQ(m.ports_in_group("web"), (std::vector<std::string>{kUuidA, kUuidB}));
+  EXPECT_EQ(m.ports_in_group("db"), std::vector<std::string>{kUuidA});
+  EXPECT_TRUE(m.ports_in_group("empty").empty());
+  ASSERT_TRUE(m.remove_port(kUuidA).ok());
+  EXPECT_EQ(m.group_members()["web"], std::vector<IpPrefix>{prefix("10.0.0.2/32")});
+  EXPECT_FALSE(m.group_members().count("db"));
+}
+
+// ---- port.update ----------------------------------------------------------------
+
+TEST_F(ModelGroups, UpdatedPortAppliesThePresentFields) {
+  add_group({{"id", "web"}});
+  add_group({{"id", "db"}});
+  add_port(port(kUuidA, "02:00:00:00:00:01", {{"fixed_ips", {"10.0.0.1"}}}));
+  const json before = dump(m);
+  // A plain port gets groups: port security must be switched on with them.
+  EXPECT_REFUSED(m.updated_port(update({{"id", kUuidA}, {"security_groups", {"web"}}})),
+                 "invalid_argument",
+                 "port_security_enabled: false, but the port has security groups");
+  auto p = m.updated_port(
+      update({{"id", kUuidA}, {"security_groups", {"web"}}, {"port_security_enabled", true}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->security_groups, std::vector<std::string>{"web"});
+  EXPECT_TRUE(p->port_security_enabled);
+  EXPECT_EQ(p->fixed_ips, m.port(kUuidA)->fixed_ips) << "absent fields kept";
+  EXPECT_EQ(dump(m), before) << "updated_port changes nothing";
+  ASSERT_TRUE(m.update_port(*p).ok());
+  EXPECT_EQ(m.ports_in_group("web"), std::vector<std::string>{kUuidA});
+  EXPECT_EQ(m.group_members()["web"], std::vector<IpPrefix>{prefix("10.0.0.1/32")});
+
+  // Pairs without a MAC get the port's; fixed IPs are replaced.
+  p = m.updated_port(update({{"id", kUuidA},
+                             {"fixed_ips", {"10.0.0.7"}},
+                             {"allowed_address_pairs", {{{"ip_address", "10.0.0.100"}}}}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_EQ(p->allowed_address_pairs.size(), 1u);
+  EXPECT_EQ(p->allowed_address_pairs[0].mac_address, m.port(kUuidA)->mac);
+  ASSERT_TRUE(m.update_port(*p).ok());
+  EXPECT_EQ(m.group_members()["web"],
+            (std::vector<IpPrefix>{prefix("10.0.0.7/32"), prefix("10.0.0.100/32")}));
+
+  // Clearing groups and pairs, then switching port security off.
+  p = m.updated_port(update({{"id", kUuidA},
+                             {"security_groups", json::array()},
+                             {"allowed_address_pairs", json::array()},
+                             {"port_security_enabled", false}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(m.update_port(*p).ok());
+  EXPECT_FALSE(m.port(kUuidA)->port_security_enabled);
+  EXPECT_TRUE(m.ports_in_group("web").empty());
+}
+
+TEST_F(ModelGroups, UpdateRefusals) {
+  add_group({{"id", "web"}});
+  add_port(port(kUuidA, "02:00:00:00:00:01",
+                {{"fixed_ips", {"10.0.0.1"}}, {"security_groups", {"web"}}}));
+  add_port(port(kUuidB, "02:00:00:00:00:02", {{"fixed_ips", {"10.0.0.2"}}}));
+  const json before = dump(m);
+  EXPECT_REFUSED(m.updated_port(update({{"id", kUuidC}, {"port_security_enabled", true}})),
+                 "not_found", std::string("port ") + kUuidC + " not found");
+  EXPECT_REFUSED(m.updated_port(update({{"id", kUuidA}, {"port_security_enabled", false}})),
+                 "invalid_argument",
+                 "port_security_enabled: false, but the port has security groups");
+  EXPECT_REFUSED(m.updated_port(update({{"id", kUuidA}, {"security_groups", {"web", "nope"}}})),
+                 "not_found", "security_groups[1]: no security group \"nope\"");
+  EXPECT_REFUSED(m.updated_port(update({{"id", kUuidA}, {"fixed_ips", {"10.0.0.3", "10.0.0.2"}}})),
+                 "conflict", std::string("fixed_ips: 10.0.0.2 is already used by port ") + kUuidB);
+  EXPECT_REFUSED(m.updated_port(update(
+                     {{"id", kUuidA},
+                      {"allowed_address_pairs",
+                       {{{"ip_address", "10.0.0.5"}},
+                        {{"ip_address", "10.0.0.5"}, {"mac_address", "02:00:00:00:00:01"}}}}})),
+                 "invalid_argument",
+                 "allowed_address_pairs[1]: 10.0.0.5/32 with 02:00:00:00:00:01 is listed twice");
+  // Its own addresses are not a conflict.
+  EXPECT_TRUE(m.updated_port(update({{"id", kUuidA}, {"fixed_ips", {"10.0.0.1"}}})).ok());
+
+  PortSpec other = *m.port(kUuidA);
+  other.mac = {2, 0, 0, 0, 0, 9};
+  EXPECT_REFUSED(m.update_port(other), "invalid_argument", "network, mac and attach");
+  other = *m.port(kUuidA);
+  other.attach.path = "/run/elsewhere.sock";
+  EXPECT_REFUSED(m.update_port(other), "invalid_argument", "network, mac and attach");
+  other = *m.port(kUuidA);
+  other.security_groups = {"nope"};
+  EXPECT_REFUSED(m.update_port(other), "not_found", "security_groups[0]");
+  other = *m.port(kUuidA);
+  other.fixed_ips = m.port(kUuidB)->fixed_ips;
+  EXPECT_REFUSED(m.update_port(other), "conflict", "fixed_ips: 10.0.0.2");
+  other = *m.port(kUuidA);
+  other.id = kUuidC;
+  EXPECT_REFUSED(m.update_port(other), "not_found", "not found");
+  EXPECT_EQ(dump(m), before);
+}
+
+}  // namespace
+}  // namespace strait::ctl

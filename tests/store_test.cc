@@ -1,0 +1,227 @@
+// The state database: what is saved loads back through the API's parsers,
+// the v1 -> v2 upgrade (security groups) happens in place, and a database of
+// a newer schema is left alone.
+#include "control/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/expect_refused.h"
+
+namespace strait::ctl {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kUuidA = "11111111-2222-3333-4444-555555555555";
+constexpr const char* kUuidB = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/strait-store-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Store> open() {
+    auto s = Store::open(dir_);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // Runs SQL on the database file directly, as another program would.
+  void sql(const std::string& statements) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/strait.db").c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, statements.c_str(), nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+  }
+
+  std::string query_one(const std::string& q) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open((dir_ + "/strait.db").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    std::string out = "(none)";
+    if (sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+  }
+
+  std::string dir_;
+};
+
+NetworkSpec network(json j) { return *parse_network(j); }
+
+PortSpec port(json j) {
+  auto p = parse_port(j);
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  return p.ok() ? *p : PortSpec{};
+}
+
+SecurityGroup group(json j) {
+  auto g = parse_security_group(j);
+  EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().message);
+  return g.ok() ? *g : SecurityGroup{};
+}
+
+json secured_port() {
+  return {{"id", kUuidA},
+          {"network", "net1"},
+          {"mac", "02:00:00:00:00:01"},
+          {"fixed_ips", {"10.0.0.1"}},
+          {"attach", {{"type", "vhost"}, {"path", "/run/vhu0.sock"}}},
+          {"security_groups", {"web", "db"}},
+          {"allowed_address_pairs",
+           {{{"ip_address", "10.0.0.100"}},
+            {{"ip_address", "10.1.0.0/16"}, {"mac_address", "02:aa:00:00:00:09"}}}}};
+}
+
+json web_group() {
+  return {{"id", "web"},
+          {"name", "Web servers"},
+          {"rules",
+           {{{"id", "r1"},
+             {"direction", "ingress"},
+             {"protocol", "tcp"},
+             {"port_range_min", 80},
+             {"port_range_max", 80},
+             {"remote_ip_prefix", "10.0.0.0/8"}},
+            {{"id", "r2"}, {"direction", "ingress"}, {"remote_group_id", "db"}},
+            {{"id", "r3"}, {"direction", "egress"}, {"ethertype", "IPv6"}}}}};
+}
+
+TEST_F(StoreTest, EverythingRoundTrips) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->put_network(network({{"id", "net1"}, {"type", "local"}})).ok());
+  ASSERT_TRUE(s->put_security_group(group(web_group())).ok());
+  ASSERT_TRUE(s->put_security_group(group({{"id", "db"}})).ok());
+  PortSpec p = port(secured_port());
+  ASSERT_TRUE(s->put_port(p, 7).ok());
+  PortSpec plain = port({{"id", kUuidB},
+                         {"network", "net1"},
+                         {"mac", "02:00:00:00:00:02"},
+                         {"attach", {{"type", "ethdev"}, {"devargs", "net_ring1"}}},
+                         {"port_security_enabled", true}});
+  ASSERT_TRUE(s->put_port(plain, 7).ok());
+  s.reset();
+
+  s = open();
+  ASSERT_TRUE(s);
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->networks.size(), 1u);
+  ASSERT_EQ(saved->ports.size(), 2u);
+  EXPECT_EQ(to_json(saved->ports[0].first), to_json(p));
+  EXPECT_EQ(saved->ports[0].second, 7);
+  EXPECT_TRUE(saved->ports[0].first.port_security_enabled);
+  EXPECT_EQ(saved->ports[0].first.allowed_address_pairs, p.allowed_address_pairs);
+  EXPECT_EQ(to_json(saved->ports[1].first), to_json(plain));
+  EXPECT_TRUE(saved->ports[1].first.port_security_enabled);
+  ASSERT_EQ(saved->security_groups.size(), 2u);
+  EXPECT_EQ(saved->security_groups[0].id, "db");  // id order
+  EXPECT_EQ(to_json(saved->security_groups[1]), to_json(group(web_group())));
+  EXPECT_EQ(saved->security_groups[1].name, "Web servers");
+}
+
+TEST_F(StoreTest, PutReplacesAndDeleteRemovesAGroup) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->put_security_group(group(web_group())).ok());
+  SecurityGroup g = group(web_group());
+  g.rules.erase(g.rules.begin());  // a rule deleted: the group's row is rewritten
+  ASSERT_TRUE(s->put_security_group(g).ok());
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->security_groups.size(), 1u);
+  EXPECT_EQ(saved->security_groups[0].rules.size(), 2u);
+  ASSERT_TRUE(s->delete_security_group("web").ok());
+  ASSERT_TRUE(s->delete_security_group("never-saved").ok());
+  saved = s->load();
+  ASSERT_TRUE(saved.ok());
+  EXPECT_TRUE(saved->security_groups.empty());
+}
+
+TEST_F(StoreTest, NewDatabaseHasSchemaV2) {
+  ASSERT_TRUE(open());
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "2");
+  EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"),
+            "security_groups");
+}
+
+// A database written by the release before security groups.
+TEST_F(StoreTest, UpgradesV1InPlace) {
+  sql(R"(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE networks (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE ports (id TEXT PRIMARY KEY, spec TEXT NOT NULL, local_vlan INTEGER NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '1');
+    INSERT INTO networks VALUES ('net1', '{"id":"net1","type":"local","physnet":null,"segmentation_id":null,"mtu":1500}');
+    INSERT INTO ports VALUES ('11111111-2222-3333-4444-555555555555',
+      '{"id":"11111111-2222-3333-4444-555555555555","network":"net1","mac":"02:00:00:00:00:01","fixed_ips":["10.0.0.1"],"attach":{"type":"vhost","path":"/run/vhu0.sock","mode":"client"}}', 3);
+  )");
+  EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
+  auto s = open();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "2");
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->ports.size(), 1u);
+  const PortSpec& p = saved->ports[0].first;
+  EXPECT_EQ(p.id, kUuidA);
+  EXPECT_EQ(saved->ports[0].second, 3);
+  EXPECT_FALSE(p.port_security_enabled);
+  EXPECT_TRUE(p.security_groups.empty());
+  EXPECT_TRUE(saved->security_groups.empty());
+  // The upgraded database takes groups, and a port rewritten in the new form.
+  ASSERT_TRUE(s->put_security_group(group({{"id", "db"}})).ok());
+  PortSpec q = p;
+  q.security_groups = {"db"};
+  q.port_security_enabled = true;
+  ASSERT_TRUE(s->put_port(q, 3).ok());
+  s.reset();
+  s = open();  // opening again is no second upgrade
+  ASSERT_TRUE(s);
+  saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  EXPECT_EQ(saved->security_groups.size(), 1u);
+  EXPECT_EQ(saved->ports[0].first.security_groups, std::vector<std::string>{"db"});
+}
+
+TEST_F(StoreTest, NewerSchemaIsRefusedAndLeftAlone) {
+  sql(R"(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '3');
+  )");
+  EXPECT_REFUSED(Store::open(dir_), "invalid_argument",
+                 "schema version 3 is newer than this straitd (2)");
+  EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+}
+
+TEST_F(StoreTest, BadGroupRowIsNamed) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  sql(R"(INSERT INTO security_groups VALUES ('g1', '{"id":"g1","rules":[{"id":"r","direction":"up"}]}');)");
+  EXPECT_REFUSED(s->load(), "invalid_argument",
+                 "security group g1: rules[0].direction: \"up\" is not one of ingress, egress");
+  sql("DELETE FROM security_groups; INSERT INTO security_groups VALUES ('g2', 'not json');");
+  EXPECT_REFUSED(s->load(), "invalid_argument", "security group g2: params: expected an object");
+}
+
+}  // namespace
+}  // namespace strait::ctl
