@@ -69,6 +69,20 @@ int icmp_query_kind(uint8_t family, uint8_t type) {
   return type == 128 ? 1 : type == 129 ? 2 : 0;
 }
 
+// An ICMP query's tuple: its id and query type in the port fields, request
+// (id, type) and reply (type, id) mirrored so they are one connection, and the
+// requester's side in the zone's spare top bit, so that a request from the
+// answering side (same id) is never taken for a reply of the connection.
+void icmp_query_tuple(CtTuple& t, uint8_t family, uint8_t type, uint16_t id) {
+  const bool request = icmp_query_kind(family, type) == 1;
+  const uint16_t query = family == kCtIpv6 ? 128 : request ? type : (type == 0 ? 8 : type - 1);
+  t.sport = request ? id : query;
+  t.dport = request ? query : id;
+  const uint8_t* requester = request ? t.src : t.dst;
+  const uint8_t* responder = request ? t.dst : t.src;
+  if (std::memcmp(requester, responder, 16) < 0) t.zone |= kCtZoneRequesterLo;
+}
+
 uint64_t load64(const void* p) {
   uint64_t w;
   std::memcpy(&w, p, 8);
@@ -179,7 +193,9 @@ bool ct_icmp_error_inner(uint8_t family, const uint8_t* icmp, uint32_t len, uint
   } else if (t.proto == icmp_proto(family)) {
     // Only a query can be a tracked connection (an error about an error is not).
     if (l4_len < 8 || icmp_query_kind(family, l4[0]) == 0) return false;
-    t.sport = t.dport = be16(l4 + 4);
+    t.zone = zone;
+    icmp_query_tuple(t, family, l4[0], be16(l4 + 4));
+    zone = t.zone;
   } else if (t.proto == kIpProtoIcmp || t.proto == kIpProtoIcmpv6) {
     return false;  // ICMP of the other family
   }
@@ -219,7 +235,7 @@ void ct_packet_from_key(const FlowKey& key, uint16_t zone, const uint8_t* l4, ui
     const uint8_t type = uint8_t(key.tp_src);
     if (const int q = icmp_query_kind(family, type); q != 0) {
       if (l4 == nullptr || l4_len < 8) return;
-      t.sport = t.dport = be16(l4 + 4);
+      icmp_query_tuple(t, family, type, be16(l4 + 4));
       pkt->icmp_echo_reply = q == 2;
       pkt->kind = CtPacketKind::kConn;
     } else if (ct_icmp_is_error(family, type) &&
@@ -485,7 +501,7 @@ CtTuple Conntrack::original_tuple(const CtEntry* e) noexcept {
   std::memcpy(t.dst, orig_hi ? k.lo_addr : k.hi_addr, 16);
   t.sport = orig_hi ? k.hi_port : k.lo_port;
   t.dport = orig_hi ? k.lo_port : k.hi_port;
-  t.zone = k.zone;
+  t.zone = k.zone & kCtZoneMask;
   t.family = k.family;
   t.proto = k.proto;
   return t;
@@ -658,7 +674,7 @@ uint32_t Conntrack::expire(uint64_t now_ms, uint32_t max_buckets) noexcept {
 
 uint32_t Conntrack::flush_zone(uint16_t zone) noexcept {
   const uint32_t removed = remove_if(
-      0, bucket_mask_ + 1, [zone](const CtEntry& e, uint64_t) { return e.key.zone == zone; });
+      0, bucket_mask_ + 1, [zone](const CtEntry& e, uint64_t) { return (e.key.zone & kCtZoneMask) == zone; });
   flushed_.store(flushed_.load(std::memory_order_relaxed) + removed, std::memory_order_relaxed);
   return removed;
 }
@@ -671,7 +687,7 @@ uint32_t Conntrack::flush_addresses(uint16_t zone,
     return false;
   };
   const uint32_t removed = remove_if(0, bucket_mask_ + 1, [zone, &has](const CtEntry& e, uint64_t) {
-    return e.key.zone == zone && (has(e.key.lo_addr) || has(e.key.hi_addr));
+    return (e.key.zone & kCtZoneMask) == zone && (has(e.key.lo_addr) || has(e.key.hi_addr));
   });
   flushed_.store(flushed_.load(std::memory_order_relaxed) + removed, std::memory_order_relaxed);
   return removed;

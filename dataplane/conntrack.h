@@ -95,6 +95,11 @@ inline constexpr unsigned kNumCtStates = 0
     ;
 const char* ct_state_name(CtState s);
 
+// CtTuple::zone: the local VLAN in the low 12 bits; ICMP queries use the top
+// bit (conntrack.cc, icmp_query_tuple).
+inline constexpr uint16_t kCtZoneMask = 0x0fff;
+inline constexpr uint16_t kCtZoneRequesterLo = 0x8000;
+
 inline constexpr uint8_t kCtIpv4 = 4;
 inline constexpr uint8_t kCtIpv6 = 6;
 
@@ -102,8 +107,8 @@ inline constexpr uint8_t kCtIpv6 = 6;
 struct CtTuple {
   uint8_t src[16];  // network order; IPv4 in the first 4 bytes, rest zero
   uint8_t dst[16];
-  uint16_t sport;  // TCP/UDP ports, host order; ICMP echo: the id in both
-  uint16_t dport;
+  uint16_t sport;  // TCP/UDP ports, host order; ICMP query: (id, query type),
+  uint16_t dport;  // its reply (query type, id)
   uint16_t zone;   // the network's local VLAN
   uint8_t family;  // kCtIpv4 / kCtIpv6
   uint8_t proto;   // IP protocol

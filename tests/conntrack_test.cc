@@ -271,8 +271,10 @@ TEST(ConntrackIcmp, EchoAndRelatedErrorsFromFrames) {
 
   CtPacket req = from_frame(f[0]), rep = from_frame(f[1]);
   ASSERT_EQ(req.kind, CtPacketKind::kConn);
-  EXPECT_EQ(req.tuple.sport, 77);
-  EXPECT_EQ(req.tuple.dport, 77);
+  EXPECT_EQ(req.tuple.sport, 77);  // (id, query type); the reply mirrors it
+  EXPECT_EQ(req.tuple.dport, 8);
+  EXPECT_EQ(rep.tuple.sport, 8);
+  EXPECT_EQ(rep.tuple.dport, 77);
   EXPECT_FALSE(req.icmp_echo_reply);
   EXPECT_TRUE(rep.icmp_echo_reply);
   EXPECT_EQ(ct.lookup(rep.tuple, now).entry, nullptr);
@@ -294,6 +296,16 @@ TEST(ConntrackIcmp, EchoAndRelatedErrorsFromFrames) {
   CtLookup rel = ct.lookup(err.tuple, now);
   EXPECT_EQ(rel.entry, u.entry);
   EXPECT_FALSE(rel.reply);  // the embedded packet went the original way
+
+  // A request of the same id from the answering side is another
+  // connection, and so is another query type with the ping's id.
+  CtPacket back = req;
+  std::swap(back.tuple.src, back.tuple.dst);
+  back.tuple.zone = req.tuple.zone ^ kCtZoneRequesterLo;
+  EXPECT_EQ(ct.lookup(back.tuple, now).entry, nullptr);
+  CtPacket ts = req;
+  ts.tuple.dport = 13;
+  EXPECT_EQ(ct.lookup(ts.tuple, now).entry, nullptr);
 
   CtPacket ttl = from_frame(f[4]);
   ASSERT_EQ(ttl.kind, CtPacketKind::kRelated);

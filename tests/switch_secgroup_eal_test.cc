@@ -211,6 +211,42 @@ TEST(SecGroupRestart, RulesAreBackBeforeTheFirstFrame) {
   EXPECT_EQ(h.drops("sg_ingress_denied"), 1u);
 }
 
+// An instance that stops loses its connections (issue 4: STOPPED flushes
+// the port's conntrack entries), keeps its binding and rules, and a new
+// connection after its next start needs the rules again.
+TEST_F(SecGroupTest, StoppedInstanceLosesItsConnections) {
+  h_->ok("security_group.create", {{"id", "client"}});
+  h_->ok("security_group.create", {{"id", "dns"}});
+  rule("client", "egress");
+  rule("dns", "ingress", {{"protocol", "udp"}, {"port_range_min", 53}, {"port_range_max", 53}});
+  RingPort& a = bind(1, kMacA, "10.0.0.1", {"client"});
+  RingPort& b = bind(2, kMacB, "10.0.0.2", {"dns"});
+  auto q = [](int sport) {
+    return std::string("Ether(src='") + kMacA + "', dst='" + kMacB +
+           "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=" + std::to_string(sport) + ", dport=53)";
+  };
+  ASSERT_EQ(pass(a, b, q(3001) + ", " + q(3002), 2), 2u);
+  auto entries = [&] { return h_->ok("stats")["conntrack"]["entries"].get<uint64_t>(); };
+  ASSERT_EQ(entries(), 2u);
+  // libvirt says A's instance stopped (its interface found by MAC).
+  h_->sw().on_domain_event({ctl::DomainEvent::Kind::kStopped, "6f1c2a9e-0000-4000-8000-0000000000aa",
+                            "instance-a",
+                            std::string("<domain><name>instance-a</name><devices><interface "
+                                        "type='vhostuser'><mac address='") +
+                                kMacA + "'/><source type='unix' path='/nowhere/a.sock' mode='server'/>"
+                                        "</interface></devices></domain>",
+                            ""});
+  h_->pump(std::chrono::milliseconds(50));
+  EXPECT_EQ(entries(), 0u);
+  EXPECT_EQ(h_->ok("stats")["conntrack"]["flushed"].get<uint64_t>(), 2u);
+  // B's reply to the old connection is no reply any more: B may not open one.
+  EXPECT_EQ(pass(b, a, std::string("Ether(src='") + kMacB + "', dst='" + kMacA +
+                           "')/IP(src='10.0.0.2', dst='10.0.0.1')/UDP(sport=53, dport=3001)", 0),
+            0u);
+  EXPECT_EQ(h_->drops("sg_egress_denied"), 1u);
+  EXPECT_EQ(h_->ok("port.show", {{"id", uuid(1)}})["security_groups"], json({"client"}));
+}
+
 // A refused request changes nothing.
 TEST_F(SecGroupTest, RefusedRequestsChangeNothing) {
   h_->ok("security_group.create", {{"id", "g1"}});
