@@ -2,10 +2,13 @@
 """Control-plane lifecycle benchmark of straitd (issue 4).
 
 Usage: /usr/bin/python3 bench/lifecycle_bench.py BUILD_DIR [--ports N] [--cycles N]
-           [--restarts N] [--conns N] [--restart-signal TERM|KILL] [--out DIR] [--keep]
+           [--restarts N] [--conns N] [--rule-changes N] [--restart-signal TERM|KILL]
+           [--scenarios control,vif_plugged,restart,control_sg,rule_change]
+           [--out DIR] [--keep]
 
 One straitd (worker on lcore 1, control thread on CPU 0, --no-huge) and
-strait-gen (bench/traffic_gen.cc) as the guests. Three scenarios:
+strait-gen (bench/traffic_gen.cc) as the guests. The scenarios, in this
+order (--scenarios picks some):
 
   control_N_ports      bind N vhost-user ports (client mode, sockets nobody
                        serves: bound, in the published snapshot, down) one
@@ -28,6 +31,22 @@ strait-gen (bench/traffic_gen.cc) as the guests. Three scenarios:
                        again --restarts times. From the new process's start:
                        to the first frame delivered between the guests, and
                        to port.list answering with every port.
+  control_N_ports_sg   (issue 4) N ports bound with security groups (3 groups:
+                       a neutron-default-like one with remote_group_id
+                       self-references, one with tcp/22 + icmp, one with
+                       tcp/80,443; every port in the default group and one
+                       of the others), each with fixed IPv4 and IPv6 addresses,
+                       so every bind also changes the default group's member
+                       set. As control_N_ports: one call at a time
+                       (_sequential), over --conns connections (_parallel),
+                       and all N in one bulk port.bind; the N plain ports of
+                       control_N_ports are unbound first.
+  rule_change          with the N ports of control_N_ports_sg bound:
+                       security_group_rule.create and .delete on the group
+                       every port is in, --rule-changes pairs each with a
+                       remote_ip_prefix rule and with a remote_group_id rule;
+                       a reply comes after the new rules are live in every
+                       worker, so the reply time is the time to apply it.
 
 Prints a table and writes BUILD_DIR/bench-results/strait-lifecycle-<stamp>.json
 ({"results": [{"switch": "strait", "scenario", "metric", "median_ms", "p50",
@@ -54,6 +73,38 @@ from pathlib import Path
 MAC1, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
 NETWORK = "bench"
 NO_ANCHOR = "no OVS anchor for the lifecycle scenarios yet (issue 8 adds it): nothing compared"
+SCENARIOS = ("control", "vif_plugged", "restart", "control_sg", "rule_change")
+
+# control_sg / rule_change: the security groups and the ports' id range
+SG_DEFAULT, SG_SSH, SG_WEB = "bench-default", "bench-ssh", "bench-web"
+SG_PORT_BASE = 0x5e000000   # port_uuid(SG_PORT_BASE + i): never a control port's id
+
+
+def _rule(direction, ethertype, protocol=None, lo=None, hi=None, prefix=None, remote=None):
+    r = {"direction": direction, "ethertype": ethertype, "protocol": protocol}
+    if lo is not None:
+        r["port_range_min"], r["port_range_max"] = lo, hi if hi is not None else lo
+    if prefix is not None:
+        r["remote_ip_prefix"] = prefix
+    if remote is not None:
+        r["remote_group_id"] = remote
+    return r
+
+
+# neutron's default group (egress any; ingress from members of the same
+# group), one for ssh + ping, one for a web server
+SG_GROUPS = {
+    SG_DEFAULT: [_rule("egress", "IPv4"), _rule("egress", "IPv6"),
+                 _rule("ingress", "IPv4", remote=SG_DEFAULT),
+                 _rule("ingress", "IPv6", remote=SG_DEFAULT)],
+    SG_SSH: [_rule("ingress", "IPv4", "tcp", 22, prefix="0.0.0.0/0"),
+             _rule("ingress", "IPv4", "icmp", prefix="0.0.0.0/0"),
+             _rule("ingress", "IPv6", "tcp", 22, prefix="::/0"),
+             _rule("ingress", "IPv6", "ipv6-icmp", prefix="::/0")],
+    SG_WEB: [_rule("ingress", "IPv4", "tcp", 80, prefix="0.0.0.0/0"),
+             _rule("ingress", "IPv4", "tcp", 443, prefix="0.0.0.0/0"),
+             _rule("ingress", "IPv6", "tcp", 443, prefix="::/0")],
+}
 
 
 def log(msg):
@@ -535,6 +586,173 @@ def bind_guests(sw, gen, s1, s2):
     return n_ports
 
 
+def sg_port_params(i, vdir):
+    """The i-th port of control_sg: fixed IPv4 + IPv6, the default group and
+    one of the two others."""
+    p = bind_params(SG_PORT_BASE + i, vdir / f"s{i}.sock",
+                    mac=f"02:5e:00:00:{i >> 8 & 0xff:02x}:{i & 0xff:02x}")
+    p["fixed_ips"] = [f"10.200.{(i + 1) >> 8 & 0xff}.{(i + 1) & 0xff}", f"fd00:5e::{i + 1:x}"]
+    p["security_groups"] = [SG_DEFAULT, SG_SSH if i % 2 == 0 else SG_WEB]
+    return p
+
+
+def ensure_network(api):
+    if not any(n["id"] == NETWORK for n in api.call("network.list")["networks"]):
+        api.call("network.create", {"id": NETWORK, "type": "local"})
+
+
+def ensure_groups(api):
+    got = api.call("security_group.list", {})
+    if isinstance(got, dict):   # {"security_groups": [...]} as other lists, or a bare list
+        got = got.get("security_groups", [])
+    have = {g["id"] for g in got}
+    for gid, rules in SG_GROUPS.items():
+        if gid not in have:
+            # explicit rule ids, as neutron's agents send them
+            api.call("security_group.create", {"id": gid, "name": gid,
+                                               "rules": [{"id": f"{gid}-{k}", **r}
+                                                         for k, r in enumerate(rules)]})
+
+
+def unbind_all(sw, ids):
+    api = Api(sw.sock)
+    t0 = time.monotonic()
+    for i in ids:
+        api.call("port.unbind", {"id": i})
+    ms = (time.monotonic() - t0) * 1e3
+    api.close()
+    return ms
+
+
+def check_sg_ports(sw, params):
+    """Every port bound, in the datapath, with its groups and port security."""
+    check_all_live(sw, [p["id"] for p in params])
+    api = Api(sw.sock)
+    ports = {p["id"]: p for p in api.call("port.list")["ports"]}
+    api.close()
+    bad = [p["id"] for p in params
+           if ports[p["id"]].get("security_groups") != p["security_groups"]
+           or ports[p["id"]].get("port_security_enabled") is not True]
+    if bad:
+        got = ports[bad[0]]
+        raise RuntimeError(f"{len(bad)} port(s) without their groups/port security, e.g. {bad[0]}: "
+                           f"security_groups={got.get('security_groups')} "
+                           f"port_security_enabled={got.get('port_security_enabled')}")
+
+
+def scenario_control_sg(sw, n, conns, vdir, results):
+    api = Api(sw.sock)
+    ensure_network(api)
+    # rte_vhost holds 1024 sockets: the plain ports of control_N_ports go first
+    plain_ids = {port_uuid(i) for i in range(n)}
+    plain = [p["id"] for p in api.call("port.list")["ports"] if p["id"] in plain_ids]
+    api.close()
+    if plain:
+        log(f"control_sg: unbinding the {len(plain)} plain ports of control_{n}_ports")
+        unbind_all(sw, plain)
+    api = Api(sw.sock)
+    ensure_groups(api)
+    api.close()
+    n_rules = sum(len(r) for r in SG_GROUPS.values())
+    common = {"ports": n, "groups": len(SG_GROUPS), "rules": n_rules,
+              "groups_per_port": 2, "fixed_ips_per_port": 2}
+    params = [sg_port_params(i, vdir) for i in range(n)]
+    ids = [p["id"] for p in params]
+    log(f"control_sg: binding {n} ports with security groups ({len(SG_GROUPS)} groups, "
+        f"{n_rules} rules, a self-referencing remote group), one call at a time")
+    lat, total = bind_sequential(sw, params)
+    check_sg_ports(sw, params)
+    tenth = max(1, n // 10)
+    results.append({"scenario": f"control_{n}_ports_sg_sequential", "metric": "bind_reply_ms",
+                    **summary(lat), "total_ms": total, "binds_per_s": n / (total / 1e3),
+                    # does a bind cost more as the remote group grows? (F8)
+                    "p50_first_10pct": percentile(lat[:tenth], 50),
+                    "p50_last_10pct": percentile(lat[-tenth:], 50),
+                    # p50 of each tenth of the binds, in order (member count grows)
+                    "p50_by_tenth": [percentile(lat[k * tenth:(k + 1) * tenth], 50)
+                                     for k in range(10) if lat[k * tenth:(k + 1) * tenth]],
+                    **common})
+    log(f"control_sg: {n} binds in {total:.0f} ms (p50 {percentile(lat, 50):.2f} ms, first 10 % "
+        f"{percentile(lat[:tenth], 50):.2f} ms, last 10 % {percentile(lat[-tenth:], 50):.2f} ms); "
+        "unbinding them")
+    unbind_ms = unbind_all(sw, ids)
+    log(f"control_sg: {n} unbinds in {unbind_ms:.0f} ms; binding them over {conns} connections")
+    total = bind_parallel(sw, params, conns)
+    check_sg_ports(sw, params)
+    results.append({"scenario": f"control_{n}_ports_sg_parallel", "metric": "all_binds_total_ms",
+                    **summary([total]), "total_ms": total, "connections": conns,
+                    "binds_per_s": n / (total / 1e3), "unbind_sequential_total_ms": unbind_ms,
+                    **common})
+    log(f"control_sg: {n} binds over {conns} connections in {total:.0f} ms; unbinding them")
+    unbind_all(sw, ids)
+    log(f"control_sg: binding {n} ports with security groups in one bulk port.bind")
+    api = Api(sw.sock)
+    t0 = time.monotonic()
+    bound = api.call("port.bind", {"ports": params})["ports"]
+    total = (time.monotonic() - t0) * 1e3
+    api.close()
+    if len(bound) != n:
+        raise RuntimeError(f"bulk bind: {len(bound)} ports in the reply, not {n}")
+    check_sg_ports(sw, params)
+    results.append({"scenario": f"control_{n}_ports_sg", "metric": "bulk_bind_total_ms",
+                    **summary([total]), "total_ms": total, "binds_per_s": n / (total / 1e3),
+                    **common})
+    log(f"control_sg: {n} ports with security groups in one bulk bind: {total:.0f} ms")
+
+
+def scenario_rule_change(sw, n, pairs, vdir, results):
+    """Rule create/delete on the group all N ports are in; each reply comes
+    once the change is live in every worker."""
+    api = Api(sw.sock)
+    ensure_network(api)
+    ensure_groups(api)
+    params = [sg_port_params(i, vdir) for i in range(n)]
+    have = {p["id"] for p in api.call("port.list")["ports"]}
+    missing = [p for p in params if p["id"] not in have]
+    if missing:
+        log(f"rule_change: binding {len(missing)} ports with security groups first (bulk)")
+        api.call("port.bind", {"ports": missing})
+    api.close()
+    check_sg_ports(sw, params)
+    members = len(api_members(sw, SG_DEFAULT))
+    api = Api(sw.sock)
+    for kind in ("remote_ip_prefix", "remote_group_id"):
+        log(f"rule_change: {pairs} rule create/delete pairs ({kind}) on {SG_DEFAULT}, "
+            f"a group of {members} ports")
+        create, delete = [], []
+        for k in range(pairs):
+            rule = {"security_group_id": SG_DEFAULT, "direction": "ingress", "ethertype": "IPv4",
+                    "protocol": "tcp", "port_range_min": 20000 + k, "port_range_max": 20000 + k}
+            if kind == "remote_ip_prefix":
+                rule["remote_ip_prefix"] = "192.0.2.0/24"
+            else:
+                rule["remote_group_id"] = SG_DEFAULT
+            t = time.monotonic()
+            made = api.call("security_group_rule.create", rule)
+            create.append((time.monotonic() - t) * 1e3)
+            t = time.monotonic()
+            api.call("security_group_rule.delete", {"id": made["id"]})
+            delete.append((time.monotonic() - t) * 1e3)
+        common = {"ports": n, "group_members": members, "pairs": pairs, "rule_kind": kind,
+                  "group_rules_before": len(SG_GROUPS[SG_DEFAULT])}
+        sfx = "" if kind == "remote_ip_prefix" else "_remote_group"
+        results.append({"scenario": "rule_change", "metric": f"rule_create{sfx}_reply_ms",
+                        **summary(create), **common})
+        results.append({"scenario": "rule_change", "metric": f"rule_delete{sfx}_reply_ms",
+                        **summary(delete), **common})
+        log(f"rule_change ({kind}): create p50 {percentile(create, 50):.2f} ms p99 "
+            f"{percentile(create, 99):.2f} ms; delete p50 {percentile(delete, 50):.2f} ms p99 "
+            f"{percentile(delete, 99):.2f} ms")
+    api.close()
+
+
+def api_members(sw, gid):
+    api = Api(sw.sock)
+    g = api.call("security_group.show", {"id": gid})
+    api.close()
+    return g.get("ports", [])
+
+
 # ---- report --------------------------------------------------------------------
 
 
@@ -543,7 +761,7 @@ def fmt(v, nd=2):
 
 
 def table(results):
-    head = f"{'scenario':<28} {'metric':<30} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} " \
+    head = f"{'scenario':<33} {'metric':<34} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} " \
            f"{'min ms':>9} {'max ms':>9}  notes"
     out = [head, "-" * len(head)]
     for r in results:
@@ -555,9 +773,14 @@ def table(results):
         if r.get("metric") == "start_to_all_ports_listed_ms":
             notes.append(f"{r['ports']} ports, stop ({r['signal']}) "
                          f"p50 {fmt(r['stop_ms_p50'], 0)} ms")
+        if "p50_first_10pct" in r:
+            notes.append(f"p50 first/last 10 %: {fmt(r['p50_first_10pct'])}/"
+                         f"{fmt(r['p50_last_10pct'])} ms")
+        if "rule_kind" in r:
+            notes.append(f"{r['rule_kind']} rule, group of {r['group_members']} ports")
         if "error" in r:
             notes.append("FAILED: " + r["error"])
-        out.append(f"{r['scenario']:<28} {r.get('metric', ''):<30} {r.get('samples', 0):>5} "
+        out.append(f"{r['scenario']:<33} {r.get('metric', ''):<34} {r.get('samples', 0):>5} "
                    f"{fmt(r.get('p50')):>9} {fmt(r.get('p99')):>9} {fmt(r.get('min')):>9} "
                    f"{fmt(r.get('max')):>9}  {'; '.join(notes)}")
     out.append(f"OVS: {NO_ANCHOR}.")
@@ -582,6 +805,10 @@ def main():
     ap.add_argument("--cycles", type=int, default=1000, help="vif-plugged cycles (default 1000)")
     ap.add_argument("--restarts", type=int, default=3, help="straitd restarts (default 3)")
     ap.add_argument("--conns", type=int, default=8, help="connections of the parallel bind")
+    ap.add_argument("--rule-changes", type=int, default=100,
+                    help="rule_change: create/delete pairs per rule kind (default 100)")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help=f"comma-separated, of {','.join(SCENARIOS)} (default: all)")
     ap.add_argument("--restart-signal", choices=["TERM", "KILL"], default="TERM")
     ap.add_argument("--worker", type=int, default=1, help="straitd's worker lcore (default 1)")
     ap.add_argument("--out", help="JSON and logs directory (default BUILD/bench-results)")
@@ -589,6 +816,13 @@ def main():
     a = ap.parse_args()
     if not 1 <= a.ports <= 1000:
         ap.error("--ports: 1..1000 (rte_vhost holds at most 1024 sockets; the bench adds 3)")
+    chosen = [x for x in a.scenarios.split(",") if x]
+    unknown = [x for x in chosen if x not in SCENARIOS]
+    if unknown or not chosen:
+        ap.error(f"--scenarios: unknown {','.join(unknown) or '(none given)'} "
+                 f"(known: {','.join(SCENARIOS)})")
+    if a.rule_changes < 1:
+        ap.error("--rule-changes: at least 1")
     build = Path(a.build).resolve()
     for t, p in (("straitd", build / "control" / "straitd"),
                  ("strait-gen", build / "bench" / "strait-gen")):
@@ -620,7 +854,13 @@ def main():
                          ("vif_plugged", lambda: scenario_vif_plugged(sw, build, work, vdir,
                                                                       a.cycles, results)),
                          ("restart", lambda: scenario_restart(sw, build, work, vdir, a.ports,
-                                                              a.restarts, sig, results))):
+                                                              a.restarts, sig, results)),
+                         ("control_sg", lambda: scenario_control_sg(sw, a.ports, a.conns, vdir,
+                                                                    results)),
+                         ("rule_change", lambda: scenario_rule_change(sw, a.ports, a.rule_changes,
+                                                                      vdir, results))):
+            if name not in chosen:
+                continue
             try:
                 fn()
             except Exception as e:  # noqa: BLE001 (a failed scenario is reported, the rest run)
@@ -645,6 +885,8 @@ def main():
            "anchor": {"ovs": None, "note": NO_ANCHOR},
            "machine": machine(), "cpu_idle_pct": {"start": idle_start, "end": idle_end},
            "config": {"ports": a.ports, "cycles": a.cycles, "restarts": a.restarts,
+                      "scenarios": chosen, "rule_changes": a.rule_changes,
+                      "security_groups": {g: len(r) for g, r in SG_GROUPS.items()},
                       "conns": a.conns, "restart_signal": a.restart_signal,
                       "worker_lcore": a.worker, "memory": "--no-huge",
                       "wall_s": round(time.monotonic() - t_start, 1)},

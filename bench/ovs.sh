@@ -135,6 +135,10 @@ table=94,priority=1,actions=NORMAL
 EOF
 }
 
+# vlan_sg_default (neutron's default group with remote-group rules) has no
+# OVS pipeline here: no row, not a failure.
+sw_ovs_supports() { case "$1" in l2|vlan|vlan_sg) return 0 ;; *) return 1 ;; esac; }
+
 ovs_bridge_of() { case "$1" in l2) echo br0 ;; *) echo br-int ;; esac; }
 
 ovs_fail() { # message: prints it with the tails of the OVS logs

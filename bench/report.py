@@ -15,6 +15,8 @@ import sys
 
 CEILING = "ceiling"
 OVS = "ovs"
+# scenario with security groups -> the same scenario without them
+SG_BASELINE = {"vlan_sg": "vlan", "vlan_sg_default": "vlan"}
 
 
 def p90(values):
@@ -151,7 +153,7 @@ def main():
     for sw, why in unavailable.items():
         print(f"== {sw}: NOT RUN: {why}")
     print()
-    hdr = (f"{'scenario':9} {'size':>5} {'flows':>7} {'switch':9} {'median':>8} {'min':>7} "
+    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'median':>8} {'min':>7} "
            f"{'max':>7} {'p90-1s':>7} {'Gbit/s':>7} {'txfail':>7} {'reps':>5}  switch counters (median)")
     print(hdr)
     print("-" * len(hdr))
@@ -173,7 +175,7 @@ def main():
     for r in results:
         ok = len(r["reps"])
         reps_s = f"{ok}/{ok + r['failed_reps']}"
-        print(f"{r['scenario']:9} {r['size']:>5} {r['flows']:>7} {r['switch']:9} "
+        print(f"{r['scenario']:15} {r['size']:>5} {r['flows']:>7} {r['switch']:9} "
               f"{f(r['median_mpps'], 8)} {f(r['min'])} {f(r['max'])} {f(r['p90'])} "
               f"{f(r['gbps_l1_median'], 7, 2)} {f(r['txfail_mpps_median'])} {reps_s:>5}  "
               f"{counters(r['switch_metrics'])}")
@@ -185,7 +187,8 @@ def main():
         def at(switch):
             return next((r for r in results if r["switch"] == switch and r["scenario"] == sc
                          and r["size"] == size and r["flows"] == flows), None)
-        pairs = [(r["switch"], CEILING) for r in results if r["switch"] != CEILING]
+        # each switch at this point once (not once per row of the whole run)
+        pairs = [(sw, CEILING) for sw in sws if sw != CEILING]
         pairs.append(("strait", OVS))
         for sw, ref in pairs:
             r, base = at(sw), at(ref)
@@ -200,12 +203,40 @@ def main():
                            "p90_ratio": round(q, 3) if q is not None else None})
     if ratios:
         print()
-        hdr = f"{'scenario':9} {'size':>5} {'flows':>7} {'switch / reference':18} {'median':>7} {'p90-1s':>7}"
+        hdr = f"{'scenario':15} {'size':>5} {'flows':>7} {'switch / reference':18} {'median':>7} {'p90-1s':>7}"
         print(hdr)
         print("-" * len(hdr))
         for x in sorted(ratios, key=lambda x: (x["reference"] != CEILING, x["scenario"], x["size"], x["flows"])):
-            print(f"{x['scenario']:9} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + x['reference']:18} "
+            print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + x['reference']:18} "
                   f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
+    # The cost of security groups: each switch's SG scenario against its own
+    # plain scenario at the same point (issue 5: "beside the same run without
+    # security groups: print the ratio"). Rows only where both ran.
+    sg_ratios = []
+    for r in results:
+        base_sc = SG_BASELINE.get(r["scenario"])
+        if base_sc is None or r["switch"] == CEILING:   # testpmd io has no security groups
+            continue
+        base = next((b for b in results if b["switch"] == r["switch"] and b["scenario"] == base_sc
+                     and b["size"] == r["size"] and b["flows"] == r["flows"]), None)
+        if base is None:
+            continue
+        med = (r["median_mpps"] / base["median_mpps"]
+               if base["median_mpps"] and r["median_mpps"] is not None else None)
+        q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
+        sg_ratios.append({"switch": r["switch"], "scenario": r["scenario"], "baseline": base_sc,
+                          "size": r["size"], "flows": r["flows"],
+                          "median_ratio": round(med, 3) if med is not None else None,
+                          "p90_ratio": round(q, 3) if q is not None else None})
+    if sg_ratios:
+        print()
+        print("== security groups: each switch against itself without them (same run)")
+        hdr = f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'/ scenario':10} {'median':>7} {'p90-1s':>7}"
+        print(hdr)
+        print("-" * len(hdr))
+        for x in sorted(sg_ratios, key=lambda x: (x["scenario"], x["size"], x["flows"], x["switch"])):
+            print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} "
+                  f"{'/ ' + x['baseline']:10} {f(x['median_ratio'])} {f(x['p90_ratio'])}")
     if failures:
         print()
         print(f"== {len(failures)} failed reps:")
@@ -217,6 +248,7 @@ def main():
     doc = {
         "results": results,
         "ratios": ratios,
+        "sg_ratios": sg_ratios,
         "machine": m,
         "cores": {
             "switch_forwarding_cpu": int(os.environ.get("B_SW_CPU", 1)),

@@ -11,7 +11,10 @@
 #   --warmup S         warm-up seconds before measuring (default 2)
 #   --sizes LIST       frame sizes incl. FCS (default 64,1518)
 #   --flows LIST       flow counts (default 1,1000,100000)
-#   --scenarios LIST   default l2; also vlan, vlan_sg (OVS only for now)
+#   --scenarios LIST   default l2; also vlan, vlan_sg (stateful security
+#                      groups: conntrack for every packet, as neutron's
+#                      openvswitch firewall in OVS), vlan_sg_default
+#                      (Strait only: neutron's default group + 20 port rules)
 #   --switches LIST    default ceiling,strait (ceiling = dpdk-testpmd io);
 #                      also ovs (Open vSwitch with DPDK, bench/ovs.sh)
 #   --no-huge          all DPDK processes use --no-huge (memfd) memory
@@ -79,6 +82,7 @@ SW_CPU=1           # the switch's forwarding thread, alone
 MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
 PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
 PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
+SG_ID=6b1e0d3c-0000-4000-8000-0000000005e0   # vlan_sg: the ports' security group
 PY=/usr/bin/python3
 GEN=$BUILD/bench/strait-gen
 CALIB=$BUILD/bench/strait-calib
@@ -197,7 +201,7 @@ enabled = false
 EOF
     taskset -c $GEN_CPU "$STRAITD" --config "$STRAIT_DIR/straitd.toml" -- \
         -l "$GEN_CPU,$SW_CPU" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \
-        > "$log" 2>&1 < /dev/null &
+        >> "$log" 2>&1 < /dev/null &   # append: straitctl's output goes to the same log
     SW_PID=$!
     for t in $(seq 300); do
         [ -S "$STRAIT_DIR/api.sock" ] && break
@@ -215,11 +219,76 @@ EOF
           ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ethdev "net_vhost1,iface=$3,client=1,queues=1"
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
+    vlan_sg)
+        # The same local network, plus port security and one security group
+        # on both ports, the policy ovs.sh installs as neutron's openvswitch
+        # firewall (ovs_fw_flows): egress any IPv4; ingress UDP to 5001 from
+        # the peer's /16. The generator's frames (MAC1 -> MAC2, IPv4 src
+        # 10.0.0.0 + ((flow + 1) & 0xffff), dst 10.1.0.1:5001) pass the
+        # anti-spoofing of port 1 through its allowed address pair 10.0.0.0/16
+        # (OVS: nw_src=10.0.0.0/16 in table 71); port 2 gets 10.1.0.0/16 the
+        # same way. Every frame is checked against port 1's egress and port
+        # 2's ingress rules through conntrack (zone of the network). The
+        # --learn frames (ethertype 0x88b5 from port 2) are dropped as
+        # ethertype_denied, as OVS drops them in table 71 (-> 93).
+        { ctl network create bench --type local &&
+          ctl security-group create $SG_ID --name bench-vlan-sg &&
+          ctl security-group rule create $SG_ID --direction egress --ethertype IPv4 &&
+          ctl security-group rule create $SG_ID --direction ingress --ethertype IPv4 --protocol udp \
+              --port-range-min 5001 --port-range-max 5001 --remote-ip-prefix 10.1.0.0/16 &&
+          ctl security-group rule create $SG_ID --direction ingress --ethertype IPv4 --protocol udp \
+              --port-range-min 5001 --port-range-max 5001 --remote-ip-prefix 10.0.0.0/16 &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ip 10.0.0.1 \
+              --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID --port-security \
+              --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ip 10.1.0.1 \
+              --allowed-address-pair 10.1.0.0/16 --security-group $SG_ID --port-security \
+              --ethdev "net_vhost1,iface=$3,client=1,queues=1" &&
+          echo "=== straitctl -o json security-group show $SG_ID" &&
+          ctl -o json security-group show $SG_ID
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
+    vlan_sg_default)
+        # Issue 5's "typical policy" (Strait only: no OVS counterpart here):
+        # neutron's default group (egress any; ingress from members of the
+        # group itself) plus 20 TCP/UDP port rules, on both ports. The
+        # generator's UDP to 5001 is allowed by the remote-group rule: port 1's
+        # allowed pair 10.0.0.0/16 is a member address of the group.
+        { ctl network create bench --type local &&
+          ctl call security_group.create "$(sg_default_json)" &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ip 10.0.0.1 \
+              --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID \
+              --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ip 10.1.0.1 \
+              --allowed-address-pair 10.1.0.0/16 --security-group $SG_ID \
+              --ethdev "net_vhost1,iface=$3,client=1,queues=1" &&
+          echo "=== straitctl -o json security-group show $SG_ID" &&
+          ctl -o json security-group show $SG_ID
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
     *) echo "strait: unknown scenario $1"; return 1 ;;
     esac
     return 0
 }
-sw_strait_supports() { case "$1" in l2|vlan) return 0 ;; *) return 1 ;; esac; }
+sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_default) return 0 ;; *) return 1 ;; esac; }
+# vlan_sg_default's group: neutron's default group + 20 TCP/UDP port rules
+sg_default_json() {
+    # explicit rule ids (bench-rN), as neutron's agents send them
+    local r='{"id":"bench-r0","direction":"egress","ethertype":"IPv4"}'
+    r+=',{"id":"bench-r1","direction":"egress","ethertype":"IPv6"}'
+    r+=",{\"id\":\"bench-r2\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"remote_group_id\":\"$SG_ID\"}"
+    r+=",{\"id\":\"bench-r3\",\"direction\":\"ingress\",\"ethertype\":\"IPv6\",\"remote_group_id\":\"$SG_ID\"}"
+    local p n=4
+    for p in tcp:22 tcp:80 tcp:443 tcp:3306 tcp:5432 tcp:6379 tcp:8080 tcp:8443 tcp:9000-9100 tcp:27017 \
+             udp:53 udp:123 udp:161 udp:500 udp:514 udp:1194 udp:4500 udp:5060 udp:6000-6100 udp:8472; do
+        local proto=${p%%:*} range=${p#*:}
+        local lo=${range%-*} hi=${range#*-}
+        r+=",{\"id\":\"bench-r$n\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"protocol\":\"$proto\""
+        r+=",\"port_range_min\":$lo,\"port_range_max\":$hi,\"remote_ip_prefix\":\"0.0.0.0/0\"}"
+        n=$((n + 1))
+    done
+    echo "{\"id\":\"$SG_ID\",\"name\":\"bench-default\",\"rules\":[$r]}"
+}
 sw_strait_stop() {
     # keep what the switch says about the rep (drops, cycles) in its log
     if kill -0 "$SW_PID" 2>/dev/null; then
@@ -235,6 +304,10 @@ pk = sum(x.get("packets", 0) for x in w)
 busy = sum(x.get("busy_cycles", 0) for x in w)
 out = [f"cyc_per_pkt={busy / pk:.0f}" if pk else "cyc_per_pkt=NA", f"packets={pk}"]
 out += [f"drop_{k}={v}" for k, v in sorted(s.get("drops", {}).items())]
+ct = s.get("conntrack")   # vlan_sg: the connection table at the end of the rep
+if isinstance(ct, dict) and any(ct.get(k) for k in ("entries", "created", "refused_full", "invalid")):
+    out += [f"ct_{k}={ct[k]}" for k in ("entries", "created", "refused_full", "invalid")
+            if isinstance(ct.get(k), int)]
 print(" ".join(out))
 PYEOF
     fi
@@ -246,7 +319,7 @@ scen_gen_args() { # scenario -> extra strait-gen options
     case "$1" in
     # plain L2 between two ports, MAC2 announced from port 1; untagged frames
     # as a VM sends them (the switch's access ports do the local VLAN)
-    l2|vlan|vlan_sg) echo "--learn" ;;
+    l2|vlan|vlan_sg|vlan_sg_default) echo "--learn" ;;
     *) return 1 ;;
     esac
 }
@@ -340,7 +413,7 @@ for sw in "${SW_L[@]}"; do
     fi
 done
 [ ${#ACTIVE[@]} -gt 0 ] || die "no switch can run"
-for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg)"; done
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_default)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
         declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" &&
