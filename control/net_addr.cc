@@ -87,4 +87,8 @@ IpPrefix host_prefix(const IpAddr& ip) {
   return {ip, static_cast<uint8_t>(ip.family == 4 ? 32 : 128)};
 }
 
+IpAddr ipv6_link_local(const Mac& m) {
+  return {6, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]}};
+}
+
 }  // namespace strait::ctl

@@ -35,5 +35,8 @@ Result<IpPrefix> parse_prefix(const std::string& s);
 std::string prefix_to_string(const IpPrefix& p);
 // The /32 or /128 of one address.
 IpPrefix host_prefix(const IpAddr& ip);
+// fe80::/64 with the modified EUI-64 of the MAC (RFC 4291 appendix A): the
+// link-local address a VM derives from its MAC.
+IpAddr ipv6_link_local(const Mac& m);
 
 }  // namespace strait::ctl

@@ -167,15 +167,16 @@ Status parse_remote(const json& params, SecurityGroupRule& r, const std::string&
   return ok();
 }
 
+
+}  // namespace
+
 dp::SgPrefix to_dp(const IpPrefix& p) {
   dp::SgPrefix d;
-  d.family = p.addr.family == 4 ? SgFamily::kIpv4 : SgFamily::kIpv6;
+  d.family = p.addr.family == 4 ? dp::SgFamily::kIpv4 : dp::SgFamily::kIpv6;
   d.len = p.len;
   d.addr = p.addr.bytes;
   return d;
 }
-
-}  // namespace
 
 bool proto_has_ports(uint8_t p) { return p == 6 || p == 17 || p == 33 || p == 132 || p == 136; }
 bool proto_is_icmp(uint8_t p) { return p == 1 || p == 58; }

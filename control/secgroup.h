@@ -22,6 +22,9 @@
 
 namespace strait::ctl {
 
+// A prefix as the dataplane classifier takes it.
+dp::SgPrefix to_dp(const IpPrefix& p);
+
 // IP protocols that have ports (neutron's SG_PORT_PROTO_NUMS): tcp, udp, dccp,
 // sctp, udplite. ICMP and ICMPv6 carry type and code in the port fields.
 bool proto_has_ports(uint8_t proto);

@@ -20,34 +20,17 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
     s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
 }
 
-dp::SgPrefix to_sg(const IpAddr& a, uint8_t len) {
-  dp::SgPrefix p;
-  p.family = a.family == 4 ? dp::SgFamily::kIpv4 : dp::SgFamily::kIpv6;
-  p.len = len;
-  p.addr = a.bytes;
-  return p;
-}
-
-// fe80::/64 with the modified EUI-64 of the MAC (RFC 4291 appendix A).
-dp::SgPrefix link_local(const Mac& m) {
-  dp::SgPrefix p;
-  p.family = dp::SgFamily::kIpv6;
-  p.len = 128;
-  p.addr = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
-  return p;
-}
-
 }  // namespace
 
 std::vector<dp::AllowedSource> allowed_sources(const PortSpec& p) {
   std::vector<dp::AllowedSource> out;
   const uint64_t mac = dp::mac_to_u64(p.mac.data());
-  for (const IpAddr& ip : p.fixed_ips) out.push_back({mac, to_sg(ip, ip.family == 4 ? 32 : 128)});
-  out.push_back({mac, link_local(p.mac)});
+  for (const IpAddr& ip : p.fixed_ips) out.push_back({mac, to_dp(host_prefix(ip))});
+  out.push_back({mac, to_dp(host_prefix(ipv6_link_local(p.mac)))});
   for (const AddressPair& ap : p.allowed_address_pairs) {
     const uint64_t pm = dp::mac_to_u64(ap.mac_address.data());
-    out.push_back({pm, to_sg(ap.ip_address.addr, ap.ip_address.len)});
-    if (pm != mac) out.push_back({pm, link_local(ap.mac_address)});
+    out.push_back({pm, to_dp(ap.ip_address)});
+    if (pm != mac) out.push_back({pm, to_dp(host_prefix(ipv6_link_local(ap.mac_address)))});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <rte_mempool.h>
 #include <spdlog/spdlog.h>
 
+#include "control/api_reply.h"
 #include "control/switch.h"
 #include "vhost/vhost_port.h"
 
@@ -12,17 +13,6 @@ namespace strait::ctl {
 namespace {
 
 using nlohmann::json;
-
-json error_reply(const Error& e) {
-  return {{"ok", false}, {"error", {{"code", e.code}, {"message", e.message}}}};
-}
-json ok_reply(json result) { return {{"ok", true}, {"result", std::move(result)}}; }
-
-Result<std::string> id_param(const json& params) {
-  if (!params.is_object() || !params.contains("id") || !params["id"].is_string())
-    return invalid("id: required string");
-  return params["id"].get<std::string>();
-}
 
 // A server-mode vhost socket named by a bare file name ("vhu1234.sock")
 // lives in [vhost] socket_dir: the binding stores (and validates) the

@@ -4,6 +4,7 @@
 #include <rte_cycles.h>
 
 #include "control/frame_spec.h"
+#include "control/api_reply.h"
 #include "control/switch.h"
 #include "dataplane/trace.h"
 
@@ -13,11 +14,6 @@ namespace {
 using nlohmann::json;
 
 constexpr double kDumpTimeoutS = 2.0;  // a running worker answers within one iteration
-
-json error_reply(const Error& e) {
-  return {{"ok", false}, {"error", {{"code", e.code}, {"message", e.message}}}};
-}
-json ok_reply(json result) { return {{"ok", true}, {"result", std::move(result)}}; }
 
 json reason_json(dp::DropReason r) {
   return r == dp::DropReason::kNone ? json(nullptr) : json(std::string(dp::drop_reason_name(r)));

@@ -6,23 +6,13 @@
 #include <rte_cycles.h>
 #include <spdlog/spdlog.h>
 
+#include "control/api_reply.h"
 #include "control/switch.h"
 
 namespace strait::ctl {
 namespace {
 
 using nlohmann::json;
-
-json error_reply(const Error& e) {
-  return {{"ok", false}, {"error", {{"code", e.code}, {"message", e.message}}}};
-}
-json ok_reply(json result) { return {{"ok", true}, {"result", std::move(result)}}; }
-
-Result<std::string> id_param(const json& params) {
-  if (!params.is_object() || !params.contains("id") || !params["id"].is_string())
-    return invalid("id: required string");
-  return params["id"].get<std::string>();
-}
 
 // The addresses conntrack knows a port by: fixed IPs, host-address pairs,
 // its IPv6 link-local address.
@@ -36,11 +26,7 @@ std::vector<std::array<uint8_t, 16>> ct_addresses(const PortSpec& p, const std::
   for (const AddressPair& ap : p.allowed_address_pairs)
     if (ap.ip_address.len == (ap.ip_address.addr.family == 4 ? 32 : 128) && want(ap.ip_address.addr))
       out.push_back(ap.ip_address.addr.bytes);
-  if (!only) {
-    const Mac& m = p.mac;
-    out.push_back({0xfe, 0x80, 0, 0, 0, 0, 0, 0, uint8_t(m[0] ^ 2), m[1], m[2], 0xff, 0xfe, m[3],
-                   m[4], m[5]});
-  }
+  if (!only) out.push_back(ipv6_link_local(p.mac).bytes);
   return out;
 }
 
