@@ -113,7 +113,7 @@ class Reader {
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
   if (auto s = r.known_keys(doc, "",
                             {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost",
-                             "metrics", "conntrack"});
+                             "metrics", "conntrack", "vtep"});
       !s) {
     return s;
   }
@@ -369,6 +369,90 @@ Status read_conntrack(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+Result<IpAddr> read_ipv4(const Reader& r, const toml::node& n, const std::string& path) {
+  auto s = r.string(n, path);
+  if (!s) return s.error();
+  auto ip = parse_ip(*s);
+  if (!ip || ip->family != 4) return r.error(path, "\"" + *s + "\" is not an IPv4 address");
+  return *ip;
+}
+
+// A unicast host address: not 0.0.0.0/8, loopback, multicast, reserved or broadcast.
+bool is_ipv4_unicast(const IpAddr& ip) {
+  const uint8_t a = ip.bytes[0];
+  return a != 0 && a != 127 && a < 224;
+}
+
+Status read_vtep_addresses(const Reader& r, const toml::table& t, VtepSettings& v) {
+  auto local = t.get("local_ip");
+  if (!local) return r.error("vtep.local_ip", "missing (the IPv4 address of this host's VTEP)");
+  auto ip = read_ipv4(r, *local, "vtep.local_ip");
+  if (!ip) return ip.error();
+  if (!is_ipv4_unicast(*ip))
+    return r.error("vtep.local_ip", ip_to_string(*ip) + " is not a unicast address");
+  v.local_ip = *ip;
+  if (auto n = t.get("next_hop")) {
+    auto hop = read_ipv4(r, *n, "vtep.next_hop");
+    if (!hop) return hop.error();
+    if (!is_ipv4_unicast(*hop) || *hop == v.local_ip)
+      return r.error("vtep.next_hop", ip_to_string(*hop) +
+                                          " is not a unicast address other than local_ip");
+    v.next_hop = *hop;
+  }
+  if (auto n = t.get("next_hop_mac")) {
+    auto s = r.string(*n, "vtep.next_hop_mac");
+    if (!s) return s.error();
+    auto mac = parse_mac(*s);
+    if (!mac || ((*mac)[0] & 1) || *mac == Mac{})
+      return r.error("vtep.next_hop_mac", "\"" + *s + "\" is not a unicast MAC address");
+    v.next_hop_mac = *mac;
+  }
+  return ok();
+}
+
+Status read_vtep(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "vtep", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "vtep",
+                            {"local_ip", "physnet", "udp_port", "ttl", "next_hop", "next_hop_mac",
+                             "learning", "underlay_mtu"});
+      !s) {
+    return s;
+  }
+  VtepSettings v;
+  if (auto s = read_vtep_addresses(r, *t, v); !s) return s;
+  auto pn = t->get("physnet");
+  if (!pn) return r.error("vtep.physnet", "missing (the physnet whose NIC carries the underlay)");
+  auto name = r.string(*pn, "vtep.physnet");
+  if (!name) return name.error();
+  if (!c.physnets.count(*name))
+    return r.error("vtep.physnet", "\"" + *name + "\" is not in [physnets]");
+  v.physnet = *name;
+  if (auto n = t->get("udp_port")) {
+    auto i = r.integer(*n, "vtep.udp_port", 1, 65535);
+    if (!i) return i.error();
+    v.udp_port = static_cast<uint16_t>(*i);
+  }
+  if (auto n = t->get("ttl")) {
+    auto i = r.integer(*n, "vtep.ttl", 1, 255);
+    if (!i) return i.error();
+    v.ttl = static_cast<uint8_t>(*i);
+  }
+  if (auto n = t->get("learning")) {
+    auto b = r.boolean(*n, "vtep.learning");
+    if (!b) return b.error();
+    v.learning = *b;
+  }
+  if (auto n = t->get("underlay_mtu")) {
+    auto i = r.integer(*n, "vtep.underlay_mtu", 1280, 9216);
+    if (!i) return i.error();
+    v.underlay_mtu = static_cast<uint16_t>(*i);
+  }
+  c.vtep = v;
+  return ok();
+}
+
 }  // namespace
 
 Result<Config> parse_config(std::string_view toml_text, const std::string& origin) {
@@ -409,6 +493,9 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("conntrack")) {
     if (auto s = read_conntrack(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("vtep")) {  // after [physnets]: it names one
+    if (auto s = read_vtep(r, *n, c); !s) return s.error();
   }
   return c;
 }

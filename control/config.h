@@ -3,13 +3,28 @@
 // start; a bad file stops the daemon with a message naming the key.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "control/net_addr.h"
 #include "control/result.h"
 
 namespace strait::ctl {
+
+// [vtep]: this host's VXLAN tunnel endpoint (issue 6). Absent: no vxlan
+// networks. The underlay is `physnet`'s NIC, untagged.
+struct VtepSettings {
+  IpAddr local_ip;                  // IPv4 unicast
+  std::string physnet;              // a [physnets] name
+  uint16_t udp_port = 4789;
+  uint8_t ttl = 64;
+  std::optional<IpAddr> next_hop;   // a gateway to the remote VTEPs; none: on-link
+  std::optional<Mac> next_hop_mac;  // static next-hop MAC: no ARP
+  bool learning = false;            // learn remote MACs from decapsulated frames
+  uint16_t underlay_mtu = 1500;     // vxlan networks' MTU is at most this - 50
+};
 
 struct Config {
   std::string state_dir = "/var/lib/strait";
@@ -39,6 +54,7 @@ struct Config {
   // seen mid-stream (after a restart or a rule re-added), not only a SYN.
   uint32_t ct_capacity = 262144;
   bool ct_tcp_loose = true;
+  std::optional<VtepSettings> vtep;
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

@@ -26,20 +26,24 @@ bool is_valid_physnet_name(std::string_view s) {
 
 Result<NetType> parse_net_type(const json& params) {
   const json* v = find_field(params, "type");
-  if (!v) return field_error("type", "missing (vlan, flat or local)");
+  if (!v) return field_error("type", "missing (vlan, vxlan, flat or local)");
   auto s = get_string(*v, "type");
   if (!s) return s.error();
   if (*s == "vlan") return NetType::kVlan;
   if (*s == "flat") return NetType::kFlat;
   if (*s == "local") return NetType::kLocal;
-  return field_error("type", json_quoted(*s) + " is not one of vlan, flat, local");
+  if (*s == "vxlan") return NetType::kVxlan;
+  return field_error("type", json_quoted(*s) + " is not one of vlan, vxlan, flat, local");
 }
 
 Status parse_segment(const json& params, NetworkSpec& n) {
   const json* physnet = find_field(params, "physnet");
   const json* seg = find_field(params, "segmentation_id");
-  if (n.type == NetType::kLocal) {
-    if (physnet) return field_error("physnet", "not allowed for a local network");
+  if (n.type == NetType::kLocal || n.type == NetType::kVxlan) {
+    // A vxlan network's underlay is the config's [vtep] physnet.
+    if (physnet)
+      return field_error("physnet",
+                         std::string("not allowed for a ") + net_type_name(n.type) + " network");
   } else {
     if (!physnet)
       return field_error(
@@ -56,7 +60,12 @@ Status parse_segment(const json& params, NetworkSpec& n) {
     if (!seg) return field_error("segmentation_id", "missing (required for a vlan network)");
     auto id = get_int(*seg, "segmentation_id", 1, 4094);
     if (!id) return id.error();
-    n.seg_id = static_cast<uint16_t>(*id);
+    n.seg_id = static_cast<uint32_t>(*id);
+  } else if (n.type == NetType::kVxlan) {
+    if (!seg) return field_error("segmentation_id", "missing (the VNI of a vxlan network)");
+    auto vni = get_int(*seg, "segmentation_id", 1, kMaxVni);
+    if (!vni) return vni.error();
+    n.seg_id = static_cast<uint32_t>(*vni);
   } else if (seg) {
     return field_error("segmentation_id",
                        std::string("not allowed for a ") + net_type_name(n.type) + " network");
@@ -98,6 +107,8 @@ const char* net_type_name(dp::NetType t) {
       return "flat";
     case NetType::kVlan:
       return "vlan";
+    case NetType::kVxlan:
+      return "vxlan";
   }
   return "?";
 }
@@ -127,6 +138,7 @@ Result<NetworkSpec> parse_network(const json& params) {
   if (!type) return type.error();
   n.type = *type;
   if (auto s = parse_segment(params, n); !s) return s.error();
+  if (n.type == NetType::kVxlan) n.mtu = 0;  // the model's default: underlay_mtu - 50
   if (const json* mtu = find_field(params, "mtu")) {
     auto m = get_int(*mtu, "mtu", 68, 9000);
     if (!m) return m.error();
@@ -141,8 +153,8 @@ json to_json(const NetworkSpec& n) {
             {"physnet", nullptr},
             {"segmentation_id", nullptr},
             {"mtu", n.mtu}};
-  if (n.type != NetType::kLocal) j["physnet"] = n.physnet;
-  if (n.type == NetType::kVlan) j["segmentation_id"] = n.seg_id;
+  if (n.type == NetType::kFlat || n.type == NetType::kVlan) j["physnet"] = n.physnet;
+  if (n.type == NetType::kVlan || n.type == NetType::kVxlan) j["segmentation_id"] = n.seg_id;
   return j;
 }
 
@@ -170,8 +182,17 @@ std::string new_uuid() {
 
 Model::Model(std::map<std::string, std::string> physnets) : physnets_(std::move(physnets)) {}
 
-Status Model::add_network(const NetworkSpec& n) {
-  if (networks_.count(n.id)) return exists("network " + n.id + " already exists");
+Status Model::add_network(const NetworkSpec& spec) {
+  if (networks_.count(spec.id)) return exists("network " + spec.id + " already exists");
+  NetworkSpec n = spec;
+  if (n.type == NetType::kVxlan) {
+    if (n.mtu == 0) n.mtu = vxlan_.max_mtu();
+    if (Status st = check_vxlan_network(n); !st) return st;
+    networks_.emplace(n.id, n);
+    return ok();
+  }
+  if (n.mtu < 68 || n.mtu > 9000)
+    return field_error("mtu", std::to_string(n.mtu) + " is outside 68..9000");
   if (n.type == NetType::kLocal) {
     if (!n.physnet.empty()) return field_error("physnet", "not allowed for a local network");
   } else if (n.physnet.empty()) {
@@ -209,6 +230,7 @@ Status Model::remove_network(const std::string& id) {
                     (n == 1 ? "" : "s") + "; unbind them first");
   }
   networks_.erase(it);
+  tunnels_.erase(id);  // its FDB and flood list go with it
   return ok();
 }
 

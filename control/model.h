@@ -25,9 +25,54 @@ struct NetworkSpec {
   std::string id;                       // UUID or name: [A-Za-z0-9][A-Za-z0-9_.:-]{0,63}
   dp::NetType type = dp::NetType::kLocal;
   std::string physnet;                  // kFlat, kVlan: a physnet of the config
-  uint16_t seg_id = 0;                  // kVlan: 1..4094
-  uint16_t mtu = 1500;                  // 68..9000
+  uint32_t seg_id = 0;                  // kVlan: VLAN id 1..4094; kVxlan: VNI 1..16777215
+  uint16_t mtu = 1500;                  // 68..9000; kVxlan: 0 until the model gives the default
 };
+
+inline constexpr uint32_t kMaxVni = 16777215;
+inline constexpr uint16_t kVxlanOverhead = 50;  // outer Ethernet + IPv4 + UDP + VXLAN
+
+// What the model needs of the config's [vtep] (control/config.h).
+struct VxlanSettings {
+  bool enabled = false;       // [vtep] is configured: vxlan networks may exist
+  IpAddr local_ip;            // ours: never a remote VTEP
+  uint16_t underlay_mtu = 1500;
+  uint16_t max_mtu() const { return static_cast<uint16_t>(underlay_mtu - kVxlanOverhead); }
+};
+
+// The l2population state of one vxlan network (issue 6): remote MACs and the
+// VTEP (IPv4) behind each, and the VTEPs that get a copy of broadcast,
+// unknown unicast and multicast.
+struct TunnelSpec {
+  std::map<Mac, IpAddr> fdb;
+  std::set<IpAddr> flood;
+  bool empty() const { return fdb.empty() && flood.empty(); }
+  bool operator==(const TunnelSpec&) const = default;
+};
+
+// One tunnel.fdb.add entry.
+struct TunnelFdbEntry {
+  Mac mac{};
+  IpAddr vtep;
+};
+
+// tunnel.* requests, parsed and checked field by field (no state consulted).
+struct TunnelFdbRequest {
+  std::string network;
+  std::vector<TunnelFdbEntry> entries;  // delete: only the MACs
+};
+struct TunnelFloodRequest {
+  std::string network;
+  std::vector<IpAddr> vteps;
+};
+Result<TunnelFdbRequest> parse_tunnel_fdb(const nlohmann::json& params, bool add);
+Result<TunnelFloodRequest> parse_tunnel_flood(const nlohmann::json& params);
+// The stored form ({"fdb": [{"mac", "vtep"}], "flood": [ip...]}) and back.
+nlohmann::json to_json(const TunnelSpec& t);
+Result<TunnelSpec> parse_tunnel(const nlohmann::json& j);
+// IPv4 in network order as a dataplane uint32_t (its bytes as they are in memory).
+uint32_t ipv4_be32(const IpAddr& ip);
+IpAddr ipv4_from_be32(uint32_t be);
 
 struct Attachment {
   enum class Kind { kEthdev, kVhost };
@@ -91,6 +136,9 @@ class Model {
  public:
   // physnet name -> devargs of its NIC (from the config)
   explicit Model(std::map<std::string, std::string> physnets);
+  // [vtep] as configured; before any network is added.
+  void set_vxlan(const VxlanSettings& v) { vxlan_ = v; }
+  const VxlanSettings& vxlan() const { return vxlan_; }
 
   Status add_network(const NetworkSpec& n);
   Status remove_network(const std::string& id);  // conflict while ports are bound
@@ -124,6 +172,21 @@ class Model {
   // attachment (what updated_port returns).
   Status update_port(const PortSpec& p);
 
+  // VXLAN tunnel state (model_tunnel.cc). The network must exist and be a
+  // vxlan network; a remote VTEP is an IPv4 unicast address, not ours. Add
+  // replaces an existing MAC's VTEP; delete refuses an unknown MAC
+  // (not_found); flood replaces the list. All or nothing.
+  Status add_tunnel_fdb(const std::string& network, const std::vector<TunnelFdbEntry>& entries);
+  Status remove_tunnel_fdb(const std::string& network, const std::vector<Mac>& macs);
+  Status set_tunnel_flood(const std::string& network, const std::vector<IpAddr>& vteps);
+  // Start-up: a saved network's whole tunnel state, checked like the above.
+  Status restore_tunnel(const std::string& network, const TunnelSpec& t);
+  // The network's tunnel state, null when it has none.
+  const TunnelSpec* tunnel(const std::string& network) const;
+  const std::map<std::string, TunnelSpec>& tunnels() const { return tunnels_; }
+  // Every remote VTEP some network's FDB or flood list names.
+  std::set<IpAddr> remote_vteps() const;
+
   const NetworkSpec* network(const std::string& id) const;
   const PortSpec* port(const std::string& id) const;
   // The network's local VLAN, 0 while no port of it is bound here.
@@ -143,8 +206,14 @@ class Model {
   std::vector<std::string> ports_in_group(const std::string& group_id) const;
 
  private:
+  Status check_vxlan_network(const NetworkSpec& n) const;
+  Status check_tunnel_target(const std::string& network) const;
+  Status check_remote_vtep(const IpAddr& ip, const std::string& field) const;
+
   std::map<std::string, std::string> physnets_;
+  VxlanSettings vxlan_;
   std::map<std::string, NetworkSpec> networks_;
+  std::map<std::string, TunnelSpec> tunnels_;  // vxlan networks with tunnel state
   std::map<std::string, PortSpec> ports_;
   std::map<std::string, SecurityGroup> groups_;
   std::map<std::string, uint16_t> lvlan_;  // network id -> local VLAN, while it has ports

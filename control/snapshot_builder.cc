@@ -20,6 +20,46 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
     s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
 }
 
+// A vxlan network: its VNI and the VTEPs that get its flooded frames. Its
+// uplink is the VTEP's, not the network's: flood holds local ports only.
+void add_vxlan_network(dp::Snapshot& s, const BuildInput& in, const NetworkSpec& spec,
+                       uint16_t lvlan) {
+  dp::Network& n = s.networks[lvlan];
+  n.vni = spec.seg_id;
+  s.vni_to_lvlan.emplace_back(spec.seg_id, lvlan);
+  if (!in.vtep) return;
+  const TunnelSpec* t = in.model->tunnel(spec.id);
+  if (!t) return;
+  for (const IpAddr& ip : t->flood)
+    if (auto it = in.vtep->index.find(ipv4_be32(ip)); it != in.vtep->index.end())
+      n.flood_vteps.push_back(it->second);
+}
+
+// The remote MACs of vxlan networks with a port here, behind their VTEPs.
+void add_remote_macs(const BuildInput& in, std::vector<dp::FdbEntry>& fdb) {
+  for (const auto& [net, t] : in.model->tunnels()) {
+    const uint16_t lvlan = in.model->local_vlan(net);
+    if (lvlan == 0) continue;
+    for (const auto& [mac, ip] : t.fdb)
+      if (auto it = in.vtep->index.find(ipv4_be32(ip)); it != in.vtep->index.end())
+        fdb.push_back({dp::Fdb::make_key(lvlan, mac.data()),
+                       static_cast<uint16_t>(dp::kVtepPortBase + it->second), dp::kNoSlot});
+  }
+}
+
+void add_vtep(dp::Snapshot& s, const BuildInput& in) {
+  s.vtep = in.vtep->config;
+  s.vteps = in.vtep->remotes;
+  auto up = in.uplinks.find(in.vtep->physnet);
+  if (up == in.uplinks.end()) {  // no underlay NIC: nothing to tunnel through
+    s.vtep.enabled = false;
+    return;
+  }
+  s.vtep.enabled = true;
+  s.vtep.uplink = up->second.dp;
+  s.ports[up->second.dp].key_bytes = dp::kFullKeyBytes;
+}
+
 }  // namespace
 
 std::vector<dp::AllowedSource> allowed_sources(const PortSpec& p) {
@@ -63,8 +103,12 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
     dp::Network& n = s->networks[lvlan];
     n.present = true;
     n.type = spec.type;
-    n.seg_id = spec.seg_id;
     n.mtu = spec.mtu;
+    if (spec.type == dp::NetType::kVxlan) {
+      add_vxlan_network(*s, in, spec, lvlan);
+      continue;
+    }
+    if (spec.type == dp::NetType::kVlan) n.seg_id = static_cast<uint16_t>(spec.seg_id);
     if (spec.type == dp::NetType::kLocal) continue;
     auto up = in.uplinks.find(spec.physnet);
     if (up == in.uplinks.end()) continue;  // physnet NIC absent: local ports only
@@ -75,15 +119,18 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
     } else {
       map.flat_lvlan = lvlan;
     }
-    if (up->second.live)
-      n.flood.push_back({n.uplink, spec.type == dp::NetType::kVlan ? spec.seg_id : uint16_t(0)});
+    if (up->second.live) n.flood.push_back({n.uplink, n.seg_id});
   }
+  std::sort(s->vni_to_lvlan.begin(), s->vni_to_lvlan.end());
+  if (in.vtep) add_vtep(*s, in);
 
-  // Learned entries first: a bound port's static entry for the same MAC wins.
+  // Learned entries first, then remote MACs behind VTEPs: a bound port's
+  // static entry for the same MAC wins over both (a later entry replaces).
   std::vector<dp::FdbEntry> fdb;
   std::set<uint16_t> secured_vlans;  // networks with a port-security port
   for (const LearnedMac& l : in.learned)
     fdb.push_back({dp::Fdb::make_key(l.lvlan, l.mac.data()), l.port, l.slot});
+  if (in.vtep) add_remote_macs(in, fdb);
   for (const auto& [id, p] : in.ports) {
     const PortSpec* spec = model.port(id);
     if (!spec) continue;

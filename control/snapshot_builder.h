@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,16 @@ struct DpPort {
 struct LearnedMac {
   uint16_t lvlan;
   Mac mac;
-  uint16_t port;  // datapath index of the uplink it was seen on
+  uint16_t port;  // datapath index of the uplink it was seen on, or kVtepPortBase + VTEP index
   uint16_t slot;  // learned-slot index (worker aging counters)
+};
+
+// This host's VTEP and the remote VTEPs as the Switch tracks them (issue 6).
+struct VtepInput {
+  dp::VtepConfig config;                // all but `uplink`, which the builder fills
+  std::string physnet;                  // the underlay physnet (its NIC carries the tunnels)
+  std::vector<dp::RemoteVtep> remotes;  // by VTEP index, with their resolution
+  std::map<uint32_t, uint16_t> index;   // remote VTEP IPv4 (network order) -> VTEP index
 };
 
 struct BuildInput {
@@ -41,6 +50,11 @@ struct BuildInput {
   // that a bound port with port security uses (SgCache). A set missing here
   // (or a port without groups) gets PortSecurity::sg == null: nothing allowed.
   std::map<std::vector<std::string>, std::shared_ptr<const dp::SgClassifier>> classifiers;
+  // [vtep] configured: vxlan networks get their VNI, FDB entries of remote
+  // MACs (port kVtepPortBase + VTEP index) and flood VTEPs from the model's
+  // tunnel state; the underlay uplink caches flows by the full key (the
+  // tunnel fields lie past the L2 prefix).
+  std::optional<VtepInput> vtep;
 };
 
 // Ports with port security get a PortSecurity (dp/port_security.h says what

@@ -17,6 +17,7 @@ constexpr const char* kSchema = R"(
   CREATE TABLE IF NOT EXISTS ports (id TEXT PRIMARY KEY, spec TEXT NOT NULL,
                                     local_vlan INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS security_groups (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS tunnels (network TEXT PRIMARY KEY, spec TEXT NOT NULL);
 )";
 
 // The rows of `sql` (id, spec JSON, ...) through `parse`, in id order; a row
@@ -78,7 +79,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
                                          std::to_string(kSchemaVersion) + ")"};
   if (version < kSchemaVersion) {
     // New database, or an upgrade: every version only adds tables (v2:
-    // security_groups), so creating the missing ones is the whole upgrade.
+    // security_groups, v3: tunnels), so creating the missing ones is the whole upgrade.
     // One transaction: the version moves with the tables.
     if (Status r = s->exec("BEGIN IMMEDIATE", {}); !r) return r.error();
     if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -121,22 +122,36 @@ Status Store::put_network(const NetworkSpec& n) {
 }
 
 Status Store::delete_network(const std::string& id) {
-  return exec("DELETE FROM networks WHERE id = ?", {id});
+  return transaction([&]() -> Status {
+    if (Status st = exec("DELETE FROM tunnels WHERE network = ?", {id}); !st) return st;
+    return exec("DELETE FROM networks WHERE id = ?", {id});
+  });
 }
 
-Status Store::put_ports(const std::vector<std::pair<PortSpec, uint16_t>>& ports) {
+Status Store::put_tunnel(const std::string& network, const TunnelSpec& t) {
+  if (t.empty()) return exec("DELETE FROM tunnels WHERE network = ?", {network});
+  return exec("INSERT OR REPLACE INTO tunnels VALUES (?, ?)", {network, to_json(t).dump()});
+}
+
+Status Store::transaction(const std::function<Status()>& body) {
   if (Status st = exec("BEGIN IMMEDIATE", {}); !st) return st;
-  for (const auto& [p, lvlan] : ports) {
-    if (Status st = put_port(p, lvlan); !st) {
-      (void)exec("ROLLBACK", {});
-      return st;
-    }
+  if (Status st = body(); !st) {
+    (void)exec("ROLLBACK", {});
+    return st;
   }
   if (Status st = exec("COMMIT", {}); !st) {
     (void)exec("ROLLBACK", {});
     return st;
   }
   return ok();
+}
+
+Status Store::put_ports(const std::vector<std::pair<PortSpec, uint16_t>>& ports) {
+  return transaction([&]() -> Status {
+    for (const auto& [p, lvlan] : ports)
+      if (Status st = put_port(p, lvlan); !st) return st;
+    return ok();
+  });
 }
 
 Status Store::put_port(const PortSpec& p, uint16_t local_vlan) {
@@ -172,6 +187,12 @@ Result<Store::Saved> Store::load() const {
   st = load_rows(db_, path_, "SELECT id, spec FROM security_groups ORDER BY id", "security group",
                  parse_security_group, [&](SecurityGroup g, sqlite3_stmt*) {
                    saved.security_groups.push_back(std::move(g));
+                 });
+  if (!st) return st.error();
+  st = load_rows(db_, path_, "SELECT network, spec FROM tunnels ORDER BY network", "tunnel of network",
+                 parse_tunnel, [&](TunnelSpec t, sqlite3_stmt* row) {
+                   saved.tunnels.emplace_back(
+                       reinterpret_cast<const char*>(sqlite3_column_text(row, 0)), std::move(t));
                  });
   if (!st) return st.error();
   return saved;

@@ -1,10 +1,11 @@
 #pragma once
-// The persistent state: networks, port bindings with their local VLANs and
-// security groups with their rules, in SQLite under state_dir. Every API change is one transaction, committed
+// The persistent state: networks, port bindings with their local VLANs,
+// security groups with their rules and VXLAN tunnel state, in SQLite under state_dir. Every API change is one transaction, committed
 // before the change is published, so what an acknowledged reply promised
 // survives a crash. Rows hold the same JSON the API takes, so loading goes
 // through the same validation as a request.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,8 +19,9 @@ namespace strait::ctl {
 
 class Store {
  public:
-  // 2: security_groups table (a v1 database is upgraded in place on open).
-  static constexpr int kSchemaVersion = 2;
+  // 2: security_groups table; 3: tunnels table (VXLAN FDB and flood list
+  // per network). An older database is upgraded in place on open.
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating if needed) state_dir/strait.db. Refuses a database of
   // a newer schema than this build knows.
@@ -27,7 +29,10 @@ class Store {
   ~Store();
 
   Status put_network(const NetworkSpec& n);
+  // The network's tunnel state goes with it.
   Status delete_network(const std::string& id);
+  // A vxlan network's whole tunnel state; an empty one deletes its row.
+  Status put_tunnel(const std::string& network, const TunnelSpec& t);
   Status put_port(const PortSpec& p, uint16_t local_vlan);
   // Several bindings in one transaction: all of them are saved or none.
   Status put_ports(const std::vector<std::pair<PortSpec, uint16_t>>& ports);
@@ -40,6 +45,7 @@ class Store {
     std::vector<NetworkSpec> networks;
     std::vector<std::pair<PortSpec, uint16_t>> ports;  // with their local VLAN
     std::vector<SecurityGroup> security_groups;
+    std::vector<std::pair<std::string, TunnelSpec>> tunnels;  // by network id
   };
   // Everything saved; a row that no longer validates is an error naming it.
   Result<Saved> load() const;
@@ -49,6 +55,8 @@ class Store {
  private:
   Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status exec(const std::string& sql, const std::vector<std::string>& args);
+  // Runs the statements of `body` in one transaction.
+  Status transaction(const std::function<Status()>& body);
 
   sqlite3* db_;
   std::string path_;

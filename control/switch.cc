@@ -29,6 +29,7 @@ constexpr unsigned kMinMbufs = 16384;
 Switch::Switch(const Config& cfg)
     : cfg_(cfg), model_(cfg.physnets), publisher_(&shared_), dp_used_(dp::kMaxPorts, false) {
   for (uint16_t s = dp::kMaxLearned; s > 0; s--) free_learn_slots_.push_back(s - 1);
+  if (cfg.vtep) model_.set_vxlan({true, cfg.vtep->local_ip, cfg.vtep->underlay_mtu});
 }
 
 Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
@@ -92,6 +93,10 @@ Status Switch::restore() {
   for (const NetworkSpec& n : saved->networks)
     if (Status st = model_.add_network(n); !st)
       return Error{st.error().code, store_->path() + ": network " + n.id + ": " + st.error().message};
+  for (const auto& [net, t] : saved->tunnels)
+    if (Status st = model_.restore_tunnel(net, t); !st)
+      return Error{st.error().code, store_->path() + ": tunnel of network " + net + ": " +
+                                        st.error().message};
   for (const auto& [spec, lvlan] : saved->ports) {
     if (Status st = model_.restore_port(spec, lvlan); !st)
       return Error{st.error().code, store_->path() + ": port " + spec.id + ": " + st.error().message};
@@ -200,6 +205,7 @@ void Switch::republish() {
   for (const auto& [id, p] : ports_) in.ports.emplace(id, p.dp);
   for (const auto& [name, u] : uplinks_) in.uplinks.emplace(name, u.dp);
   in.classifiers = sg_.classifiers();
+  in.vtep = sync_vteps();
   for (const auto& [key, l] : learned_) {
     Mac mac;
     for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
@@ -239,6 +245,7 @@ void Switch::poll() {
   publisher_.poll();
   drain_vhost_events();
   drain_learn_events();
+  drain_arp_events();
   age_learned();
   poll_cache_dumps();
   poll_conntrack();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,6 +116,29 @@ class Switch {
   void sg_rule_delete(const nlohmann::json& params, Done done);
   void port_update(const nlohmann::json& params, Done done);
   nlohmann::json security_group_json(const SecurityGroup& g) const;
+  // VXLAN tunnels (switch_tunnel.cc): l2population requests, tunnel.show,
+  // remote VTEP indexes and their next-hop resolution by ARP.
+  void tunnel_fdb_add(const nlohmann::json& params, Done done);
+  void tunnel_fdb_delete(const nlohmann::json& params, Done done);
+  void tunnel_flood_set(const nlohmann::json& params, Done done);
+  void tunnel_show(const nlohmann::json& params, Done done) const;
+  // Applies a tunnel change to the network through apply() and answers once
+  // it is live.
+  void apply_tunnel(const std::string& network, const std::function<Status(Model&)>& change,
+                    Done done);
+  // Refuses a model whose remote VTEPs would not all get an index.
+  Status check_vtep_capacity(const Model& m) const;
+  // The remote VTEPs the model and learned MACs name: new ones get an index,
+  // ones no longer named give theirs back after two grace periods. For
+  // republish(), before it builds: what build_snapshot needs of the VTEPs.
+  std::optional<VtepInput> sync_vteps();
+  // The remote VTEPs (IPv4, network order) the model and learned MACs name.
+  std::set<uint32_t> wanted_vteps() const;
+  void release_vtep_after_grace(uint32_t ip, uint64_t token);
+  // ArpEvents of every worker: a remote VTEP's next hop answered.
+  void drain_arp_events();
+  uint32_t vtep_arp_ip(uint32_t vtep_ip) const;  // who to ARP for to reach it
+  nlohmann::json tunnel_network_json(const NetworkSpec& n) const;
   // Applies `change` to a copy of the model, compiles the classifiers the
   // result needs, saves it (`save` sees the new model), and only then makes
   // it the model and publishes it. Any failure changes nothing.
@@ -205,6 +229,17 @@ class Switch {
     Done done;
   };
   std::deque<PendingDump> dumps_;
+  // Remote VTEPs by IPv4 (network order). An index is never given to another
+  // address while a snapshot or a queued learn event may still name it.
+  struct RemoteVtepState {
+    uint16_t index = 0;
+    bool referenced = true;      // named by the model or a learned MAC
+    uint64_t release_token = 0;  // which pending release may free it
+  };
+  std::map<uint32_t, RemoteVtepState> vteps_;
+  std::vector<bool> vtep_used_ = std::vector<bool>(dp::kMaxVteps, false);
+  uint64_t vtep_tokens_ = 0;
+  std::map<uint32_t, Mac> arp_;  // next hop IPv4 (network order) -> MAC, from ArpEvents
 };
 
 }  // namespace strait::ctl

@@ -52,6 +52,10 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   if (method == "security_group.delete") return security_group_delete(params, std::move(done));
   if (method == "security_group_rule.create") return sg_rule_create(params, std::move(done));
   if (method == "security_group_rule.delete") return sg_rule_delete(params, std::move(done));
+  if (method == "tunnel.fdb.add") return tunnel_fdb_add(params, std::move(done));
+  if (method == "tunnel.fdb.delete") return tunnel_fdb_delete(params, std::move(done));
+  if (method == "tunnel.flood.set") return tunnel_flood_set(params, std::move(done));
+  if (method == "tunnel.show") return tunnel_show(params, std::move(done));
   if (method == "security_group.list") {
     json groups = json::array();
     for (const auto& [id, g] : model_.security_groups()) groups.push_back(security_group_json(g));
@@ -93,6 +97,7 @@ void Switch::network_create(const json& params, Done done) {
   auto spec = parse_network(params);
   if (!spec) return done(error_reply(spec.error()));
   if (Status st = model_.add_network(*spec); !st) return done(error_reply(st.error()));
+  *spec = *model_.network(spec->id);  // with the model's defaults (a vxlan network's MTU)
   if (Status st = store_->put_network(*spec); !st) {
     (void)model_.remove_network(spec->id);
     return done(error_reply(st.error()));
@@ -104,14 +109,11 @@ void Switch::network_create(const json& params, Done done) {
 void Switch::network_delete(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
-  const NetworkSpec* net = model_.network(*id);
-  const NetworkSpec saved = net ? *net : NetworkSpec{};
-  if (Status st = model_.remove_network(*id); !st) return done(error_reply(st.error()));
-  if (Status st = store_->delete_network(saved.id); !st) {
-    (void)model_.add_network(saved);
-    return done(error_reply(st.error()));
-  }
-  done(ok_reply(json::object()));
+  // With its tunnel state (VTEPs it alone named leave the snapshot).
+  Status st = apply([&](Model& m) { return m.remove_network(*id); },
+                    [&](const Model&) { return store_->delete_network(*id); });
+  if (!st) return done(error_reply(st.error()));
+  publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
 
 // One port ({"id": ..}) or many ({"ports": [..]}): either way all of them

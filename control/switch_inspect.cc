@@ -24,6 +24,8 @@ const char* action_kind(dp::ActionKind k) {
     case dp::ActionKind::kDrop: return "drop";
     case dp::ActionKind::kOutput: return "output";
     case dp::ActionKind::kFlood: return "flood";
+    case dp::ActionKind::kEncap: return "encap";
+    case dp::ActionKind::kVtepArp: return "vtep_arp";
   }
   return "?";
 }
@@ -86,6 +88,8 @@ void Switch::trace(const json& params, Done done) {
     json a = dp_port_ref(o.port);
     a["vlan"] = vlan_json(o.vid);
     a["up"] = o.enabled;
+    if (const dp::RemoteVtep* v = o.vtep == dp::kNoPort ? nullptr : snap.vtep_of(o.vtep))
+      a["vtep"] = ip_to_string(ipv4_from_be32(v->ip));
     actions.push_back(std::move(a));
   }
   // A flood step lists where the copies go.

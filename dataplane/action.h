@@ -13,6 +13,10 @@ enum class ActionKind : uint8_t {
   kDrop,    // count `reason`, free
   kOutput,  // send to out_port with egress_vid
   kFlood,   // replicate to the network's flood list, skipping the ingress port
+  kEncap,   // VXLAN-encapsulate (VNI of network lvlan) to remote VTEP out_port
+            // (kVtepPortBase + index) and send it on the underlay NIC
+  kVtepArp, // an ARP for our VTEP address on the underlay: the worker answers
+            // a request, reports a reply to the control thread
 };
 
 // Action flags.
@@ -28,6 +32,10 @@ inline constexpr uint8_t kActTrack = 4;
 // port's; each target's ingress is checked per packet). Without it, `reason`
 // says which side refused (kSgEgressDenied / kSgIngressDenied).
 inline constexpr uint8_t kActNewOk = 8;
+// The frame came out of a VXLAN tunnel to us: the worker strips the outer
+// headers (PacketMeta::inner_ofs) before it goes anywhere; floods of it
+// reach local ports only.
+inline constexpr uint8_t kActDecap = 16;
 
 struct Action {
   ActionKind kind = ActionKind::kDrop;

@@ -33,6 +33,11 @@
   _(kSamePort, "same_port", "destination is behind the ingress port")               \
   _(kFloodNoTarget, "flood_no_target", "broadcast/unknown with no other port")      \
   _(kMtuExceeded, "mtu_exceeded", "frame above the network MTU")                    \
+  /* VXLAN */                                                                       \
+  _(kUnknownVni, "unknown_vni", "VXLAN VNI of no network on this host")             \
+  _(kVxlanNotOurs, "vxlan_not_ours", "VXLAN to another address than our VTEP")      \
+  _(kVtepUnresolved, "vtep_unresolved", "remote VTEP's next hop not resolved yet (ARP asked)") \
+  _(kTunnelNoVtep, "tunnel_no_vtep", "frame for a VXLAN network but no VTEP configured") \
   /* port security and security groups */                                           \
   _(kSpoofedMac, "spoofed_mac", "source MAC not the port's or an allowed pair's")    \
   _(kSpoofedIp, "spoofed_ip", "source IP not a fixed IP, allowed pair or link-local of the port") \

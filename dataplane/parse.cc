@@ -1,7 +1,8 @@
 // The one frame parser (parse.h).
 //
 //   parse_frame ─► parse_l2_up: Ethernet, tags ─► ARP | IPv4 | IPv6 + ext ─► TCP | UDP | ICMP
-//               └► VXLAN to opts.vxlan_port: parse_l2_up again on the inner frame, same key
+//               └► VXLAN to opts.vxlan_port, outer frame untagged: parse_l2_up again on
+//                  the inner frame, same key
 //
 // Every header is read through Cursor::skip, which refuses to step past
 // `end`; headers are copied out with memcpy because a frame may sit at any
@@ -266,9 +267,12 @@ DropReason parse_l2_up(Cursor& c, FlowKey* key, PacketMeta* meta) noexcept {
   return parse_l4(c, key, meta);
 }
 
+// The underlay is untagged: a tagged frame to the VXLAN port is some
+// provider network's UDP, not ours to decode.
 bool is_vxlan(const FlowKey& key, const ParseOptions& opts) noexcept {
-  return opts.vxlan_port != 0 && key.dl_type == kEthTypeIpv4 && key.nw_proto == kIpProtoUdp &&
-         key.nw_frag == kFragNone && key.tp_dst == opts.vxlan_port;
+  return opts.vxlan_port != 0 && key.n_tags == 0 && key.dl_type == kEthTypeIpv4 &&
+         key.nw_proto == kIpProtoUdp && key.nw_frag == kFragNone &&
+         key.tp_dst == opts.vxlan_port;
 }
 
 // `c` is at the outer UDP payload. The key is restarted for the inner frame:

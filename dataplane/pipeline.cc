@@ -1,11 +1,33 @@
 #include "dataplane/pipeline.h"
 
 #include "dataplane/port_security.h"
+#include "dataplane/vxlan.h"
 
 namespace strait::dp {
 namespace {
 
 constexpr uint16_t kVidMask = 0x0fff;
+
+// Whether a flood in network `net` reaches anyone besides the ingress port:
+// its local ports and, for a frame not out of a tunnel, its flood VTEPs.
+bool flood_reaches(const Snapshot& snap, const Network& net, const FlowKey& key,
+                   const Action& a) noexcept {
+  for (const FloodTarget& t : net.flood)
+    if (t.port != key.in_port) return true;
+  return net.type == NetType::kVxlan && !(a.flags & kActDecap) && snap.vtep.enabled &&
+         !net.flood_vteps.empty();
+}
+
+// A destination behind remote VTEP `port` (kVtepPortBase + index).
+Action to_vtep(const Snapshot& snap, uint16_t port, Action a) noexcept {
+  // Split horizon: what came out of a tunnel never goes back into one.
+  if (a.flags & kActDecap) return drop_action(DropReason::kSamePort);
+  if (!snap.vtep.enabled) return drop_action(DropReason::kTunnelNoVtep);
+  if (!snap.vtep_of(port)) return drop_action(DropReason::kUnknownPort);
+  a.kind = ActionKind::kEncap;
+  a.out_port = port;
+  return a;
+}
 
 // Where a frame's destination MAC leads inside network `lvlan`.
 Action l2_forward(const Snapshot& snap, const Network& net, uint16_t lvlan, const FlowKey& key,
@@ -15,6 +37,7 @@ Action l2_forward(const Snapshot& snap, const Network& net, uint16_t lvlan, cons
   if (!mac_is_multicast(key.dl_dst)) {
     if (const FdbEntry* e = snap.fdb.find(lvlan, key.dl_dst)) {
       if (e->port == key.in_port) return drop_action(DropReason::kSamePort);
+      if (is_vtep_port(e->port)) return to_vtep(snap, e->port, a);
       const PortEntry* out = snap.port(e->port);
       if (!out) return drop_action(DropReason::kUnknownPort);
       a.kind = ActionKind::kOutput;
@@ -23,10 +46,14 @@ Action l2_forward(const Snapshot& snap, const Network& net, uint16_t lvlan, cons
       return a;
     }
   }
-  // Broadcast, multicast, unknown unicast: the network's flood list. It
-  // always holds the ingress port (skipped at execution), so fewer than two
-  // entries means nobody else to reach.
-  if (net.flood.size() < 2) return drop_action(DropReason::kFloodNoTarget);
+  // Broadcast, multicast, unknown unicast: the network's flood list (the
+  // ingress port skipped at execution) and, from a VM of a VXLAN network,
+  // one copy per flood VTEP.
+  if (!flood_reaches(snap, net, key, a)) {
+    const bool tunnel_only = net.type == NetType::kVxlan && !(a.flags & kActDecap) &&
+                             !net.flood_vteps.empty();
+    return drop_action(tunnel_only ? DropReason::kTunnelNoVtep : DropReason::kFloodNoTarget);
+  }
   a.kind = ActionKind::kFlood;
   return a;
 }
@@ -117,16 +144,53 @@ Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& k
   return l2_forward(snap, net, lvlan, key, a);
 }
 
+// A decapsulated frame (the key describes the inner frame, tun_* the outer
+// headers): ours only to our VTEP address and port, then into the network of
+// its VNI, where it is treated like a frame from an uplink: learned behind
+// the VTEP that sent it, delivered to local ports through their ingress
+// security, never back into a tunnel.
+Action from_tunnel(const Snapshot& snap, const FlowKey& key) noexcept {
+  const VtepConfig& v = snap.vtep;
+  if (!v.enabled || key.in_port != v.uplink || key.tun_dst != v.local_ip ||
+      key.tun_dport != v.udp_port)
+    return drop_action(DropReason::kVxlanNotOurs);
+  const uint16_t lvlan = snap.lvlan_of_vni(key.tun_vni);
+  if (lvlan == 0) return drop_action(DropReason::kUnknownVni);
+  const Network& net = snap.networks[lvlan];
+  if (!net.present || net.type != NetType::kVxlan) return drop_action(DropReason::kUnknownVni);
+  if (mac_is_multicast(key.dl_src) || mac_is_zero(key.dl_src))
+    return drop_action(DropReason::kInvalidSourceMac);
+  // VXLAN networks carry untagged frames only (VMs sit on access ports).
+  if (key.n_tags != 0) return drop_action(DropReason::kNestedVlan);
+  Action a;
+  a.flags = kActDecap;
+  if (const FdbEntry* e = snap.fdb.find(lvlan, key.dl_src)) {
+    a.learn_slot = e->learn_slot;
+  } else if (v.learning && vtep_index_of(snap, key.tun_src) != kNoPort) {
+    a.flags |= kActLearn;  // the worker names the VTEP (kVtepPortBase + index)
+  }
+  return l2_forward(snap, net, lvlan, key, a);
+}
+
 }  // namespace
 
 Action pipeline_decide(const Snapshot& snap, const FlowKey& key) noexcept {
   const PortEntry* port = snap.port(key.in_port);
   if (!port) return drop_action(DropReason::kUnknownPort);
   if (!port->enabled) return drop_action(DropReason::kPortDown);
-  if (mac_is_multicast(key.dl_src) || mac_is_zero(key.dl_src))
+  Action a;
+  if (key.tun_flags & kTunValid) {
+    a = from_tunnel(snap, key);
+  } else if (mac_is_multicast(key.dl_src) || mac_is_zero(key.dl_src)) {
     return drop_action(DropReason::kInvalidSourceMac);
-  Action a = port->role == PortRole::kAccess ? from_access(snap, *port, key)
-                                             : from_uplink(snap, *port, key);
+  } else if (port->role == PortRole::kAccess) {
+    a = from_access(snap, *port, key);
+  } else if (is_vtep_arp(snap, *port, key)) {
+    a.kind = ActionKind::kVtepArp;
+    return a;
+  } else {
+    a = from_uplink(snap, *port, key);
+  }
   if (a.kind == ActionKind::kOutput) {
     // l2_forward checked that the output port exists.
     if (const PortSecurity* sec = snap.ports[a.out_port].security)

@@ -32,7 +32,38 @@ enum class PortKind : uint8_t {
 
 inline constexpr uint16_t kMaxVhostQueues = 16;  // queue pairs used per vhost port
 
-enum class NetType : uint8_t { kLocal, kFlat, kVlan };
+enum class NetType : uint8_t { kLocal, kFlat, kVlan, kVxlan };
+
+// Remote VTEPs are reached like ports: FDB entries and actions name VTEP v
+// as datapath port kVtepPortBase + v (v indexes Snapshot::vteps).
+inline constexpr uint16_t kVtepPortBase = kMaxPorts;
+inline constexpr uint16_t kMaxVteps = 4096;
+inline bool is_vtep_port(uint16_t port) {
+  return port >= kVtepPortBase && port < kVtepPortBase + kMaxVteps;
+}
+
+// This host's VXLAN tunnel endpoint (issue 6). Outer headers: Ethernet
+// (src = the underlay NIC's MAC, dst = the next hop's), IPv4 (src local_ip,
+// DF, ttl), UDP (src from a hash of the inner flow, dst udp_port), VXLAN
+// (I flag, VNI); the inner frame untagged.
+struct VtepConfig {
+  bool enabled = false;
+  uint32_t local_ip = 0;       // IPv4, network order
+  uint16_t uplink = kNoPort;   // datapath port of the underlay NIC (a physnet's NIC, untagged)
+  uint16_t udp_port = 4789;
+  uint8_t ttl = 64;
+  bool learning = false;       // learn inner source MACs of decapsulated frames
+  uint8_t mac[6] = {};         // the underlay NIC's MAC
+};
+
+// A remote VTEP as workers reach it. Stable index while referenced.
+struct RemoteVtep {
+  bool present = false;
+  uint32_t ip = 0;             // the VTEP's IPv4 address, network order
+  uint32_t arp_ip = 0;         // who to ARP for its next hop: ip, or the configured gateway
+  bool resolved = false;       // next_hop_mac known (static or learned by ARP)
+  uint8_t next_hop_mac[6] = {};
+};
 
 // One source a VM port may send from: a MAC and the addresses it may use
 // with it (port security). The port's MAC with each fixed IP (host prefix)
@@ -93,9 +124,14 @@ struct Network {
   bool present = false;
   NetType type = NetType::kLocal;
   uint16_t seg_id = 0;       // VLAN id on the physnet (kVlan)
+  uint32_t vni = 0;          // kVxlan: the segmentation id
+  // kVxlan: remote VTEPs (indexes into Snapshot::vteps) that get a copy of
+  // broadcast, unknown unicast and multicast (head-end replication); never
+  // for a frame that came out of a tunnel (split horizon).
+  std::vector<uint16_t> flood_vteps;
   uint16_t mtu = 1500;
   uint16_t uplink = kNoPort;  // datapath port of the physnet NIC (kVlan, kFlat)
-  std::vector<FloodTarget> flood;  // every port of the network, uplink included
+  std::vector<FloodTarget> flood;  // every port of the network, uplink included (kVxlan: local ports)
 };
 
 struct RxQueue {
@@ -109,7 +145,10 @@ struct Snapshot {
   std::vector<PortEntry> ports;                  // size kMaxPorts, by datapath index
   std::array<Network, 4096> networks{};          // by local VLAN (1..4094)
   std::vector<UplinkMap> uplinks;
-  Fdb fdb;
+  Fdb fdb;  // remote MACs of VXLAN networks map to kVtepPortBase + VTEP index
+  VtepConfig vtep;
+  std::vector<RemoteVtep> vteps;                    // by VTEP index
+  std::vector<std::pair<uint32_t, uint16_t>> vni_to_lvlan;  // sorted by VNI
   std::vector<std::vector<RxQueue>> rx_by_worker;  // what each worker polls
   // Port security of the ports that have it (PortEntry::security), and the
   // classifiers they use: a classifier shared with older and newer snapshots
@@ -122,6 +161,13 @@ struct Snapshot {
   const PortEntry* port(uint16_t idx) const {
     return idx < ports.size() && ports[idx].present ? &ports[idx] : nullptr;
   }
+  const RemoteVtep* vtep_of(uint16_t port) const {
+    if (!is_vtep_port(port) || size_t(port - kVtepPortBase) >= vteps.size()) return nullptr;
+    const RemoteVtep& v = vteps[port - kVtepPortBase];
+    return v.present ? &v : nullptr;
+  }
+  // The local VLAN of a VNI, 0 when no network of it is on this host.
+  uint16_t lvlan_of_vni(uint32_t vni) const;
 };
 
 }  // namespace strait::dp

@@ -8,6 +8,7 @@
 #include "dataplane/pipeline.h"
 #include "dataplane/port_security.h"
 #include "dataplane/sg_stage.h"
+#include "dataplane/vxlan.h"
 
 namespace strait::dp {
 namespace {
@@ -22,6 +23,13 @@ std::string format(const char* fmt, auto... args) {
 
 std::string mac_str(const uint8_t* m) {
   return format("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+// An IPv4 address in network order.
+std::string ip4_str(uint32_t ip) {
+  char buf[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &ip, buf, sizeof buf);
+  return buf;
 }
 
 // The L3 source of a key: IPv4 / IPv6 address, ARP sender IP.
@@ -60,6 +68,7 @@ const char* net_type_str(NetType t) {
     case NetType::kLocal: return "local";
     case NetType::kFlat: return "flat";
     case NetType::kVlan: return "vlan";
+    case NetType::kVxlan: return "vxlan";
   }
   return "?";
 }
@@ -85,11 +94,18 @@ class Explainer {
       in.detail += ", down (binding or device not live)";
       return in.drop;
     }
-    if (mac_is_multicast(key_.dl_src) || mac_is_zero(key_.dl_src))
-      return stop(TraceStage::kSourceMac, DropReason::kInvalidSourceMac,
-                  "source " + mac_str(key_.dl_src) + " is multicast or zero");
-    add(TraceStage::kSourceMac, "source " + mac_str(key_.dl_src) + " is a unicast address");
-    DropReason r = port->role == PortRole::kAccess ? access(*port) : uplink(*port);
+    DropReason r;
+    if (key_.tun_flags & kTunValid) {
+      r = tunnel();
+    } else if ((r = source_mac()) != DropReason::kNone) {
+      return r;
+    } else if (port->role == PortRole::kAccess) {
+      r = access(*port);
+    } else if (is_vtep_arp(snap_, *port, key_)) {
+      return vtep_arp();
+    } else {
+      r = uplink(*port);
+    }
     if (r != DropReason::kNone) return r;
     if (out_port_ != kNoPort)
       if (const PortSecurity* sec = snap_.ports[out_port_].security)
@@ -190,6 +206,84 @@ class Explainer {
                     "pass (conntrack state is not consulted by trace)");
   }
 
+  // ARP on the underlay for our VTEP (pipeline.cc, vxlan.h is_vtep_arp).
+  DropReason vtep_arp() {
+    const bool answered =
+        key_.nw_proto == kArpOpRequest && arp_target_ip(key_) == snap_.vtep.local_ip;
+    add(TraceStage::kVtepArp,
+        "ARP " + std::string(key_.nw_proto == kArpOpRequest ? "request" : "reply") + " from " +
+            ip4_str(arp_sender_ip(key_)) + " for " + ip4_str(arp_target_ip(key_)) +
+            " on the underlay, for our VTEP " + ip4_str(snap_.vtep.local_ip) +
+            ": the sender's address goes to the control thread (next-hop resolution)" +
+            (answered ? "; answered with " + mac_str(snap_.vtep.mac) : ""));
+    return DropReason::kNone;
+  }
+
+  DropReason source_mac() {
+    if (mac_is_multicast(key_.dl_src) || mac_is_zero(key_.dl_src))
+      return stop(TraceStage::kSourceMac, DropReason::kInvalidSourceMac,
+                  "source " + mac_str(key_.dl_src) + " is multicast or zero");
+    add(TraceStage::kSourceMac, "source " + mac_str(key_.dl_src) + " is a unicast address");
+    return DropReason::kNone;
+  }
+
+  // A decapsulated frame (pipeline.cc from_tunnel).
+  DropReason tunnel() {
+    const VtepConfig& v = snap_.vtep;
+    const std::string outer = "VXLAN " + ip4_str(key_.tun_src) + " -> " + ip4_str(key_.tun_dst) +
+                              format(":%u, VNI %u", key_.tun_dport, key_.tun_vni);
+    if (!v.enabled || key_.in_port != v.uplink || key_.tun_dst != v.local_ip ||
+        key_.tun_dport != v.udp_port)
+      return stop(TraceStage::kDecap, DropReason::kVxlanNotOurs,
+                  outer + ": not to our VTEP " + ip4_str(v.local_ip) + format(":%u", v.udp_port));
+    const uint16_t lvlan = snap_.lvlan_of_vni(key_.tun_vni);
+    const Network& net = snap_.networks[lvlan];
+    if (lvlan == 0 || !net.present || net.type != NetType::kVxlan)
+      return stop(TraceStage::kDecap, DropReason::kUnknownVni,
+                  outer + ": no network of this VNI on this host");
+    add(TraceStage::kDecap,
+        outer + format(": to our VTEP, network local VLAN %u; outer headers removed", lvlan))
+        .lvlan = lvlan;
+    if (DropReason r = source_mac(); r != DropReason::kNone) return r;
+    if (key_.n_tags != 0)
+      return stop(TraceStage::kIngress, DropReason::kNestedVlan,
+                  "the inner frame is VLAN-tagged; VXLAN networks carry untagged frames");
+    decap_ = true;
+    if (const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_src)) {
+      TraceStep& s = add(TraceStage::kLearn, "");
+      s.hit = true;
+      s.port = e->port;
+      s.learned = e->learn_slot != kNoSlot;
+      s.detail = "source " + mac_str(key_.dl_src) + " already known (" +
+                 (s.learned ? "learned" : "static") + ")";
+    } else if (v.learning && vtep_index_of(snap_, key_.tun_src) != kNoPort) {
+      add(TraceStage::kLearn, "source " + mac_str(key_.dl_src) +
+                                  " unknown here: reported to control, learned behind VTEP " +
+                                  ip4_str(key_.tun_src));
+    } else {
+      add(TraceStage::kLearn, "source " + mac_str(key_.dl_src) + " unknown here, not learned (" +
+                                  (v.learning ? "the sender is no known VTEP" : "learning off") +
+                                  ")");
+    }
+    return l2(net, lvlan);
+  }
+
+  // An FDB hit on remote VTEP `port` (pipeline.cc to_vtep).
+  DropReason to_vtep(uint16_t port) {
+    const RemoteVtep* v = snap_.vtep_of(port);
+    if (decap_)
+      return stop(TraceStage::kFdb, DropReason::kSamePort,
+                  "destination is behind a tunnel and the frame came out of one: never back in");
+    if (!snap_.vtep.enabled)
+      return stop(TraceStage::kFdb, DropReason::kTunnelNoVtep,
+                  "destination is behind a remote VTEP, but this host has no VTEP");
+    if (!v)
+      return stop(TraceStage::kFdb, DropReason::kUnknownPort,
+                  "FDB names a remote VTEP not in the snapshot");
+    encap_port_ = port;
+    return DropReason::kNone;
+  }
+
   DropReason access(const PortEntry& port) {
     if (key_.n_tags != 0)
       return stop(TraceStage::kIngress, DropReason::kTaggedOnAccess,
@@ -266,6 +360,9 @@ class Explainer {
     n.vid = net.type == NetType::kVlan ? net.seg_id : 0;
     n.detail = format("local VLAN %u: %s network", lvlan, net_type_str(net.type)) +
                (net.type == NetType::kVlan ? format(", segmentation id %u", net.seg_id) : "") +
+               (net.type == NetType::kVxlan
+                    ? format(", VNI %u, %zu flood VTEP(s)", net.vni, net.flood_vteps.size())
+                    : "") +
                format(", MTU %u, %zu port(s) in its flood list", net.mtu, net.flood.size());
     if (!mac_is_multicast(key_.dl_dst)) {
       if (const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_dst)) {
@@ -274,7 +371,11 @@ class Explainer {
         s.port = e->port;
         s.learned = e->learn_slot != kNoSlot;
         s.detail = "destination " + mac_str(key_.dl_dst) + " known: " +
-                   (s.learned ? "learned" : "bound port");
+                   (s.learned ? "learned" : is_vtep_port(e->port) ? "remote" : "bound port");
+        if (is_vtep_port(e->port)) {
+          if (const RemoteVtep* v = snap_.vtep_of(e->port)) s.detail += ", behind VTEP " + ip4_str(v->ip);
+          return to_vtep(e->port);
+        }
         if (e->port == key_.in_port)
           return stop(TraceStage::kFdb, DropReason::kSamePort, "destination is behind the ingress port");
         if (!snap_.port(e->port))
@@ -286,10 +387,22 @@ class Explainer {
     } else {
       add(TraceStage::kFdb, "destination " + mac_str(key_.dl_dst) + " is broadcast/multicast: flood");
     }
-    if (net.flood.size() < 2)
+    size_t locals = 0;
+    for (const FloodTarget& t : net.flood) locals += t.port != key_.in_port;
+    const bool vxlan_out = net.type == NetType::kVxlan && !decap_;
+    const size_t vteps = vxlan_out && snap_.vtep.enabled ? net.flood_vteps.size() : 0;
+    if (locals == 0 && vteps == 0) {
+      if (vxlan_out && !net.flood_vteps.empty())
+        return stop(TraceStage::kFlood, DropReason::kTunnelNoVtep,
+                    "only remote VTEPs to flood to, but this host has no VTEP");
       return stop(TraceStage::kFlood, DropReason::kFloodNoTarget,
                   "no port in the network besides the ingress port");
-    add(TraceStage::kFlood, format("to every port of local VLAN %u except the ingress port", lvlan));
+    }
+    add(TraceStage::kFlood,
+        format("to every port of local VLAN %u except the ingress port", lvlan) +
+            (vteps ? format(", and a copy to each of %zu remote VTEP(s)", vteps)
+             : decap_ ? std::string(": local ports only (out of a tunnel)")
+                      : std::string()));
     return DropReason::kNone;
   }
 
@@ -297,6 +410,8 @@ class Explainer {
   const FlowKey& key_;
   std::vector<TraceStep>& out_;
   uint16_t out_port_ = kNoPort;  // unicast output found by l2()
+  uint16_t encap_port_ = kNoPort;  // remote VTEP found by l2()
+  bool decap_ = false;           // the frame came out of a tunnel
   bool track_ = false;           // kActTrack
   bool new_ok_ = false;          // kActNewOk
   DropReason denied_ = DropReason::kNone;  // why new is refused
@@ -306,13 +421,46 @@ class Explainer {
 // port security check their ingress side per packet (sg_flood_target), here
 // as for a packet of no tracked connection.
 void expand_outputs(const Snapshot& snap, const FlowKey& key, const Action& a, TraceResult* r) {
-  auto out = [&](uint16_t port, uint16_t vid) {
+  auto out = [&](uint16_t port, uint16_t vid, uint16_t vtep = kNoPort) {
     const PortEntry* p = snap.port(port);
-    r->outputs.push_back({port, vid, p && p->enabled});
+    r->outputs.push_back({port, vid, p && p->enabled, vtep});
+  };
+  // Worker::resolve + encap: false when the VTEP's next hop is unknown.
+  auto tunnel = [&](uint16_t vport) {
+    const RemoteVtep* v = snap.vtep_of(vport);
+    TraceStep& s = r->steps.emplace_back(TraceStep{TraceStage::kEncap});
+    s.port = vport;
+    s.lvlan = a.lvlan;
+    const uint32_t vni = snap.networks[a.lvlan].vni;
+    if (!v) {
+      s.drop = DropReason::kUnknownPort;
+      s.detail = "remote VTEP not in the snapshot";
+      return false;
+    }
+    if (!v->resolved) {
+      s.drop = DropReason::kVtepUnresolved;
+      s.detail = format("VNI %u to VTEP ", vni) + ip4_str(v->ip) + ": next hop " +
+                 ip4_str(v->arp_ip) + " not resolved yet: dropped, ARP asked (at most 1/s)";
+      return false;
+    }
+    s.detail = format("VXLAN VNI %u to VTEP ", vni) + ip4_str(v->ip) + " via next hop " +
+               mac_str(v->next_hop_mac) + format(", UDP %u -> %u, out of the underlay NIC",
+                                                 vxlan_src_port(vxlan_flow_hash(key)),
+                                                 snap.vtep.udp_port);
+    out(snap.vtep.uplink, 0, vport);
+    return true;
   };
   if (a.kind == ActionKind::kOutput) {
     out(a.out_port, a.egress_vid);
+  } else if (a.kind == ActionKind::kEncap) {
+    if (!tunnel(a.out_port)) r->drop = r->steps.back().drop;
+  } else if (a.kind == ActionKind::kVtepArp) {
+    if (key.nw_proto == kArpOpRequest && arp_target_ip(key) == snap.vtep.local_ip)
+      out(snap.vtep.uplink, 0);
   } else if (a.kind == ActionKind::kFlood) {
+    const Network& net = snap.networks[a.lvlan];
+    if (!(a.flags & kActDecap) && net.type == NetType::kVxlan && snap.vtep.enabled)
+      for (uint16_t v : net.flood_vteps) tunnel(kVtepPortBase + v);
     for (const FloodTarget& t : snap.networks[a.lvlan].flood) {
       if (t.port == key.in_port) continue;
       if (const PortSecurity* sec = snap.ports[t.port].security) {
@@ -349,6 +497,9 @@ const char* trace_stage_name(TraceStage s) {
     case TraceStage::kEgressSg: return "egress_sg";
     case TraceStage::kIngressSg: return "ingress_sg";
     case TraceStage::kConntrack: return "conntrack";
+    case TraceStage::kDecap: return "decap";
+    case TraceStage::kEncap: return "encap";
+    case TraceStage::kVtepArp: return "vtep_arp";
   }
   return "?";
 }
@@ -358,8 +509,10 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
   TraceResult r;
   r.generation = snap.generation;
   r.frame_len = len;
-  // As Worker::process: no VXLAN decoding on any port yet.
-  r.parse = parse_frame(frame, len, len, in_port, ParseOptions{}, &r.key, &r.meta);
+  // As Worker::process: VXLAN decoded on the underlay NIC only.
+  const bool underlay = snap.vtep.enabled && in_port == snap.vtep.uplink;
+  const ParseOptions opts{underlay ? snap.vtep.udp_port : uint16_t(0)};
+  r.parse = parse_frame(frame, len, len, in_port, opts, &r.key, &r.meta);
   TraceStep& p = r.steps.emplace_back(TraceStep{TraceStage::kParse, r.parse, in_port});
   if (r.parse != DropReason::kNone) {
     p.detail = std::string(drop_reason_help(r.parse));
@@ -372,19 +525,21 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
   r.action = pipeline_decide(snap, r.key);
   r.learn = r.action.flags & kActLearn;
   r.tracked = r.action.flags & kActTrack;
+  // Of the frame that goes out: a decapsulated one without its outer headers.
+  const uint32_t l3_len = len - r.meta.inner_ofs - r.meta.l2_len;
   if (r.action.kind == ActionKind::kDrop) {
     r.drop = r.action.reason;
   } else if (r.tracked && !(r.action.flags & kActNewOk)) {
     r.drop = r.action.reason;  // as a new connection; see TraceResult::tracked
-  } else if (r.action.mtu && len - r.meta.l2_len > r.action.mtu) {
+  } else if (r.action.mtu && l3_len > r.action.mtu) {
     // Checked per packet (Worker::execute), not part of the cached action.
     TraceStep& m = r.steps.emplace_back(TraceStep{TraceStage::kMtu, DropReason::kMtuExceeded});
-    m.detail = format("L3 length %u above the network MTU %u", len - r.meta.l2_len, r.action.mtu);
+    m.detail = format("L3 length %u above the network MTU %u", l3_len, r.action.mtu);
     r.drop = DropReason::kMtuExceeded;
   } else {
     if (r.action.mtu) {
       TraceStep& m = r.steps.emplace_back(TraceStep{TraceStage::kMtu});
-      m.detail = format("L3 length %u within the network MTU %u", len - r.meta.l2_len, r.action.mtu);
+      m.detail = format("L3 length %u within the network MTU %u", l3_len, r.action.mtu);
     }
     expand_outputs(snap, r.key, r.action, &r);
   }

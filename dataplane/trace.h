@@ -36,6 +36,10 @@ enum class TraceStage : uint8_t {
   kEgressSg,    // a secured sender: always allowed / dropped, or its egress rules
   kIngressSg,   // a secured receiver (unicast output or flood target)
   kConntrack,   // the packet is tracked: new connections allowed or not
+  // VXLAN (issue 6):
+  kDecap,       // underlay frame to our VTEP: VNI -> network, outer headers removed
+  kEncap,       // to a remote VTEP: its address, next hop resolved or not
+  kVtepArp,     // ARP on the underlay for our VTEP address: answered / reported
 };
 const char* trace_stage_name(TraceStage s);
 
@@ -47,13 +51,14 @@ struct TraceStep {
   uint16_t lvlan = 0;        // a local VLAN (network)
   bool hit = false;          // kFdb / kLearn: MAC found
   bool learned = false;      // kFdb / kLearn hit: learned from traffic (else a bound port)
-  std::string detail;        // the step in words, without port names
+  std::string detail{};      // the step in words, without port names
 };
 
 struct TraceOutput {
   uint16_t port;     // datapath port index
   uint16_t vid;      // VLAN id the frame leaves with, 0 = untagged
   bool enabled;      // false: the worker would count a port_down drop at transmit
+  uint16_t vtep = kNoPort;  // VXLAN-encapsulated to this remote VTEP (kVtepPortBase + index)
 };
 
 struct TraceResult {

@@ -12,6 +12,7 @@
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/sg_stage.h"
+#include "dataplane/vxlan.h"
 
 namespace strait::dp {
 
@@ -33,7 +34,8 @@ Worker::Worker(uint16_t id, unsigned lcore, DataplaneShared* shared, uint32_t ca
       stats_(std::make_unique<WorkerStats>()),
       tx_(std::make_unique<TxBuffer[]>(kMaxPorts)),
       tx_dirty_(std::make_unique<uint16_t[]>(kMaxPorts)),
-      learn_seen_(std::make_unique<std::atomic<uint32_t>[]>(kMaxLearned)) {}
+      learn_seen_(std::make_unique<std::atomic<uint32_t>[]>(kMaxLearned)),
+      arp_asked_(std::make_unique<uint32_t[]>(kMaxVteps)) {}
 
 Worker::~Worker() = default;
 
@@ -96,7 +98,11 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
   PacketMeta meta[kBurst];
   uint32_t hashes[kBurst];
   bool ok[kBurst];
-  const ParseOptions opts{};
+  // The underlay NIC decodes VXLAN to our port; its decisions depend on the
+  // tunnel fields and on ARP addresses, so its frames are keyed in full.
+  const bool underlay = s.vtep.enabled && in_idx == s.vtep.uplink;
+  const ParseOptions opts{underlay ? s.vtep.udp_port : uint16_t(0)};
+  const uint32_t key_bytes = underlay ? kFullKeyBytes : in.key_bytes;
   PortCounters& pc = stats_->ports[in_idx];
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; i++) {
@@ -112,7 +118,7 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
       drop(m, in_idx, r);
       continue;
     }
-    hashes[i] = FlowCache::hash(keys[i], in.key_bytes);
+    hashes[i] = FlowCache::hash(keys[i], key_bytes);
   }
   bump(pc.rx_packets, n);
   bump(pc.rx_bytes, bytes);
@@ -122,14 +128,14 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
     Action a;
-    if (const Action* cached = cache_.lookup(keys[i], hashes[i], in.key_bytes, s.generation)) {
+    if (const Action* cached = cache_.lookup(keys[i], hashes[i], key_bytes, s.generation)) {
       a = *cached;  // copied: a later insert in this burst may reuse the entry
       hits++;
     } else {
       a = pipeline_decide(s, keys[i]);
-      evictions += cache_.insert(keys[i], hashes[i], in.key_bytes, s.generation, a);
+      evictions += cache_.insert(keys[i], hashes[i], key_bytes, s.generation, a);
       misses++;
-      if (a.flags & kActLearn) learn(keys[i], a);
+      if (a.flags & kActLearn) learn(s, keys[i], a);
     }
     execute(s, pkts[i], keys[i], meta[i], a);
   }
@@ -165,9 +171,26 @@ static const uint8_t* l4_of(const rte_mbuf* m, const PacketMeta& meta, uint32_t*
   return rte_pktmbuf_mtod_offset(m, const uint8_t*, meta.l4_ofs);
 }
 
-void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
-                     const Action& a) noexcept {
+// The meta of a decapsulated frame once its outer headers are gone.
+static PacketMeta inner_meta(const PacketMeta& outer) noexcept {
+  PacketMeta m = outer;
+  if (m.l3_ofs) m.l3_ofs -= outer.inner_ofs;
+  if (m.l4_ofs) m.l4_ofs -= outer.inner_ofs;
+  m.inner_ofs = 0;
+  return m;
+}
+
+void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
+                     const PacketMeta& rx_meta, const Action& a) noexcept {
   if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
+  if (a.kind == ActionKind::kVtepArp) return vtep_arp(s, m, key);
+  PacketMeta meta = rx_meta;
+  if (a.flags & kActDecap) {
+    // The parser read the outer headers from the first segment: they are there.
+    if (!rte_pktmbuf_adj(m, rx_meta.inner_ofs))
+      return drop(m, key.in_port, DropReason::kVxlanMalformed);
+    meta = inner_meta(rx_meta);
+  }
   if (a.mtu && rte_pktmbuf_pkt_len(m) - meta.l2_len > a.mtu)
     return drop(m, key.in_port, DropReason::kMtuExceeded);
   int in_conn = -1;
@@ -182,6 +205,7 @@ void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const P
     learn_seen_[a.learn_slot].store(shared_->now_sec.load(std::memory_order_relaxed),
                                     std::memory_order_relaxed);
   if (a.kind == ActionKind::kFlood) return flood(s, m, key, meta, a, in_conn);
+  if (a.kind == ActionKind::kEncap) return encap(s, m, a.out_port, key, a);
   if (!set_vlan(m, a.flags & kActIngressTagged, a.egress_vid))
     return drop(m, key.in_port, DropReason::kNoMbuf);
   enqueue(s, a.out_port, m);
@@ -217,7 +241,12 @@ void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Pac
   // last gets the original, the others copies (their tags may differ, so no
   // shared buffers), and the original stays untouched while copies are made.
   const FloodTarget* pending = nullptr;
-  bool refused = false;
+  // Some target took or refused the frame (and counted it): the original
+  // is no flood_no_target drop. Copies for remote VTEPs go first, while the
+  // original is untouched; never for a frame that came out of a tunnel
+  // (split horizon).
+  bool accounted = !(a.flags & kActDecap) && s.networks[a.lvlan].type == NetType::kVxlan &&
+                   s.vtep.enabled && flood_vteps(s, m, key, a) != 0;
   auto send = [&](const FloodTarget& t, rte_mbuf* out) {
     if (!out || !set_vlan(out, tagged, t.egress_vid)) {
       if (out) rte_pktmbuf_free(out);
@@ -229,7 +258,7 @@ void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Pac
   for (const FloodTarget& t : targets) {
     if (t.port == key.in_port) continue;
     if (!flood_admits(s, t.port, key, meta, m, a.lvlan, &in_conn)) {
-      refused = true;  // counted against the target
+      accounted = true;  // counted against the target
       continue;
     }
     if (pending) send(*pending, rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX));
@@ -237,7 +266,7 @@ void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Pac
   }
   if (pending)
     send(*pending, m);
-  else if (refused)
+  else if (accounted)
     rte_pktmbuf_free(m);
   else
     drop(m, key.in_port, DropReason::kFloodNoTarget);
@@ -305,10 +334,90 @@ void Worker::count_drop(uint16_t port, DropReason r, uint64_t n) noexcept {
   if (port < kMaxPorts) bump(stats_->ports[port].drops[static_cast<unsigned>(r)], n);
 }
 
-void Worker::learn(const FlowKey& key, const Action& a) noexcept {
-  LearnEvent ev{a.lvlan, key.in_port, {}};
+void Worker::learn(const Snapshot& s, const FlowKey& key, const Action& a) noexcept {
+  uint16_t port = key.in_port;
+  if (a.flags & kActDecap) {
+    // Behind the remote VTEP that sent it (the pipeline checked there is one).
+    const uint16_t v = vtep_index_of(s, key.tun_src);
+    if (v == kNoPort) return;
+    port = kVtepPortBase + v;
+  }
+  LearnEvent ev{a.lvlan, port, {}};
   std::memcpy(ev.mac, key.dl_src, 6);
   if (!learn_q_.push(ev)) bump(stats_->learn_events_lost);
+}
+
+// ---- VXLAN (issue 6) -------------------------------------------------------
+
+const RemoteVtep* Worker::resolve(const Snapshot& s, uint16_t vport, uint16_t in_port) noexcept {
+  const RemoteVtep* r = s.vtep_of(vport);
+  if (!r) {
+    count_drop(in_port, DropReason::kUnknownPort);
+    return nullptr;
+  }
+  if (r->resolved) return r;
+  count_drop(in_port, DropReason::kVtepUnresolved);
+  ask_arp(s, vport - kVtepPortBase, *r);
+  return nullptr;
+}
+
+void Worker::encap(const Snapshot& s, rte_mbuf* m, uint16_t vport, const FlowKey& key,
+                   const Action& a) noexcept {
+  const RemoteVtep* r = resolve(s, vport, key.in_port);
+  if (!r) return rte_pktmbuf_free(m);  // counted
+  rte_mbuf* out = vxlan_encap(m, shared_->pool, s.vtep, *r, s.networks[a.lvlan].vni,
+                              vxlan_flow_hash(key));
+  if (!out) return drop(m, key.in_port, DropReason::kNoMbuf);
+  enqueue(s, s.vtep.uplink, out);
+}
+
+uint32_t Worker::flood_vteps(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
+                             const Action& a) noexcept {
+  const Network& net = s.networks[a.lvlan];
+  const uint32_t hash = vxlan_flow_hash(key);
+  for (uint16_t v : net.flood_vteps) {
+    const RemoteVtep* r = resolve(s, kVtepPortBase + v, key.in_port);
+    if (!r) continue;  // counted
+    rte_mbuf* copy = rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX);
+    rte_mbuf* out = copy ? vxlan_encap(copy, shared_->pool, s.vtep, *r, net.vni, hash) : nullptr;
+    if (!out) {
+      if (copy) rte_pktmbuf_free(copy);
+      count_drop(key.in_port, DropReason::kNoMbuf);
+      continue;
+    }
+    enqueue(s, s.vtep.uplink, out);
+  }
+  return uint32_t(net.flood_vteps.size());
+}
+
+void Worker::ask_arp(const Snapshot& s, uint16_t vtep_idx, const RemoteVtep& r) noexcept {
+  const uint32_t stamp = shared_->now_sec.load(std::memory_order_relaxed) + 1;
+  if (arp_asked_[vtep_idx] == stamp) return;  // once a second per VTEP
+  arp_asked_[vtep_idx] = stamp;
+  static constexpr uint8_t kUnknownMac[6] = {};
+  rte_mbuf* m = rte_pktmbuf_alloc(shared_->pool);
+  if (!m) return count_drop(s.vtep.uplink, DropReason::kNoMbuf);
+  if (!arp_build(m, kArpOpRequest, s.vtep.mac, s.vtep.local_ip, kUnknownMac, r.arp_ip))
+    return drop(m, s.vtep.uplink, DropReason::kNoMbuf);
+  enqueue(s, s.vtep.uplink, m);
+}
+
+// ARP on the underlay for our VTEP: whoever it names is reported to the
+// control thread (it resolves remote VTEPs' next hops); a request for our
+// address is answered out of the same mbuf.
+void Worker::vtep_arp(const Snapshot& s, rte_mbuf* m, const FlowKey& key) noexcept {
+  const uint32_t sender_ip = arp_sender_ip(key);
+  if (sender_ip != 0) {  // 0: an ARP probe, nobody's address yet
+    ArpEvent ev{sender_ip, {}};
+    std::memcpy(ev.mac, arp_sender_mac(key), sizeof ev.mac);
+    if (!arp_q_.push(ev)) bump(stats_->learn_events_lost);
+  }
+  if (key.nw_proto != kArpOpRequest || arp_target_ip(key) != s.vtep.local_ip)
+    return rte_pktmbuf_free(m);
+  // The key is a copy outside m: m may be rewritten from it.
+  if (!arp_build(m, kArpOpReply, s.vtep.mac, s.vtep.local_ip, arp_sender_mac(key), sender_ip))
+    return drop(m, key.in_port, DropReason::kNoMbuf);
+  enqueue(s, s.vtep.uplink, m);
 }
 
 }  // namespace strait::dp

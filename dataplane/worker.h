@@ -32,13 +32,24 @@ inline constexpr uint16_t kMaxTxQueues = 64;
 // loop iteration, the control thread passes the same to Conntrack::expire().
 inline uint64_t ct_now_ms() { return rte_rdtsc() / (rte_get_tsc_hz() / 1000); }
 
-// Worker -> control: "this source MAC appeared behind this uplink".
+// Worker -> control: "this source MAC appeared behind this uplink" (port: a
+// datapath port, or kVtepPortBase + VTEP index for a MAC learned from a
+// decapsulated frame of a VXLAN network with learning on).
 struct LearnEvent {
   uint16_t lvlan;
   uint16_t port;
   uint8_t mac[6];
 };
 using LearnQueue = boost::lockfree::spsc_queue<LearnEvent, boost::lockfree::capacity<1024>>;
+
+// Worker -> control: an ARP reply (or request) on the underlay told that
+// IPv4 address `ip` (network order) is at `mac`: resolves remote VTEPs' next
+// hops.
+struct ArpEvent {
+  uint32_t ip;
+  uint8_t mac[6];
+};
+using ArpQueue = boost::lockfree::spsc_queue<ArpEvent, boost::lockfree::capacity<256>>;
 
 // State every worker reads; owned by the control thread, outlives the workers.
 struct DataplaneShared {
@@ -78,6 +89,7 @@ class Worker {
   unsigned lcore() const { return lcore_; }
   const WorkerStats& stats() const { return *stats_; }
   LearnQueue& learn_queue() { return learn_q_; }
+  ArpQueue& arp_queue() { return arp_q_; }
   // Last second (DataplaneShared::now_sec) traffic refreshed learned slot i.
   uint32_t learn_seen(uint16_t slot) const {
     return learn_seen_[slot].load(std::memory_order_relaxed);
@@ -113,7 +125,18 @@ class Worker {
   void drop(rte_mbuf* m, uint16_t port, DropReason r) noexcept;
   // Counts n drops of reason r against the worker and the port.
   void count_drop(uint16_t port, DropReason r, uint64_t n = 1) noexcept;
-  void learn(const FlowKey& key, const Action& a) noexcept;
+  void learn(const Snapshot& s, const FlowKey& key, const Action& a) noexcept;
+  // VXLAN (issue 6): send m (consumed) encapsulated to remote VTEP port
+  // `vport`; the remote VTEP of `vport` if its next hop is known, else null
+  // after counting vtep_unresolved and asking ARP for it.
+  void encap(const Snapshot& s, rte_mbuf* m, uint16_t vport, const FlowKey& key,
+             const Action& a) noexcept;
+  const RemoteVtep* resolve(const Snapshot& s, uint16_t vport, uint16_t in_port) noexcept;
+  // Flood copies to the network's flood VTEPs; returns how many VTEPs were tried.
+  uint32_t flood_vteps(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
+                       const Action& a) noexcept;
+  void ask_arp(const Snapshot& s, uint16_t vtep_idx, const RemoteVtep& r) noexcept;
+  void vtep_arp(const Snapshot& s, rte_mbuf* m, const FlowKey& key) noexcept;
 
   const uint16_t id_;
   const unsigned lcore_;
@@ -128,7 +151,11 @@ class Worker {
   std::unique_ptr<uint16_t[]> tx_dirty_;    // ports with buffered frames
   uint16_t n_dirty_ = 0;
   LearnQueue learn_q_;
+  ArpQueue arp_q_;
   std::unique_ptr<std::atomic<uint32_t>[]> learn_seen_;  // by learned slot
+  // By VTEP index: 1 + the second (DataplaneShared::now_sec) this worker
+  // last asked ARP for the VTEP's next hop; 0 = never. This worker's only.
+  std::unique_ptr<uint32_t[]> arp_asked_;
 };
 
 }  // namespace strait::dp

@@ -463,5 +463,73 @@ TEST(Config, ConntrackErrors) {
             at + "tcp_loose: expected true or false, got integer 1");
 }
 
+constexpr const char* kUnderlay = "[physnets.underlay]\ndevice = \"net_ring9\"\n";
+
+TEST(Config, NoVtepByDefault) { EXPECT_FALSE(parse("")->vtep.has_value()); }
+
+TEST(Config, VtepDefaults) {
+  auto r = parse(std::string(kUnderlay) + "[vtep]\nlocal_ip = \"10.99.0.1\"\nphysnet = \"underlay\"\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->vtep);
+  EXPECT_EQ(ip_to_string(r->vtep->local_ip), "10.99.0.1");
+  EXPECT_EQ(r->vtep->physnet, "underlay");
+  EXPECT_EQ(r->vtep->udp_port, 4789);
+  EXPECT_EQ(r->vtep->ttl, 64);
+  EXPECT_FALSE(r->vtep->next_hop);
+  EXPECT_FALSE(r->vtep->next_hop_mac);
+  EXPECT_FALSE(r->vtep->learning);
+  EXPECT_EQ(r->vtep->underlay_mtu, 1500);
+}
+
+TEST(Config, VtepKeys) {
+  // [vtep] before [physnets] in the file: still found.
+  auto r = parse(
+      "[vtep]\nlocal_ip = \"10.99.0.1\"\nphysnet = \"underlay\"\nudp_port = 8472\nttl = 1\n"
+      "next_hop = \"10.99.0.254\"\nnext_hop_mac = \"02:00:00:00:00:FE\"\nlearning = true\n"
+      "underlay_mtu = 9000\n" +
+      std::string(kUnderlay));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->vtep->udp_port, 8472);
+  EXPECT_EQ(r->vtep->ttl, 1);
+  EXPECT_EQ(ip_to_string(*r->vtep->next_hop), "10.99.0.254");
+  EXPECT_EQ(mac_to_string(*r->vtep->next_hop_mac), "02:00:00:00:00:fe");
+  EXPECT_TRUE(r->vtep->learning);
+  EXPECT_EQ(r->vtep->underlay_mtu, 9000);
+}
+
+TEST(Config, VtepErrors) {
+  const std::string at = "config /etc/strait.toml: vtep.";
+  auto vtep = [](const std::string& extra, const char* local = "10.99.0.1") {
+    return std::string(kUnderlay) + "[vtep]\nlocal_ip = \"" + local +
+           "\"\nphysnet = \"underlay\"\n" + extra;
+  };
+  EXPECT_EQ(refusal(std::string(kUnderlay) + "[vtep]\nphysnet = \"underlay\"\n"),
+            at + "local_ip: missing (the IPv4 address of this host's VTEP)");
+  EXPECT_EQ(refusal(vtep("", "fe80::1")), at + "local_ip: \"fe80::1\" is not an IPv4 address");
+  EXPECT_EQ(refusal(vtep("", "224.0.0.1")), at + "local_ip: 224.0.0.1 is not a unicast address");
+  EXPECT_EQ(refusal(vtep("", "0.0.0.0")), at + "local_ip: 0.0.0.0 is not a unicast address");
+  EXPECT_EQ(refusal(std::string(kUnderlay) + "[vtep]\nlocal_ip = \"10.99.0.1\"\n"),
+            at + "physnet: missing (the physnet whose NIC carries the underlay)");
+  EXPECT_EQ(refusal("[vtep]\nlocal_ip = \"10.99.0.1\"\nphysnet = \"underlay\"\n"),
+            at + "physnet: \"underlay\" is not in [physnets]");
+  EXPECT_EQ(refusal(vtep("udp_port = 0\n")), at + "udp_port: 0 is outside 1..65535");
+  EXPECT_EQ(refusal(vtep("udp_port = 65536\n")), at + "udp_port: 65536 is outside 1..65535");
+  EXPECT_EQ(refusal(vtep("ttl = 0\n")), at + "ttl: 0 is outside 1..255");
+  EXPECT_EQ(refusal(vtep("ttl = 256\n")), at + "ttl: 256 is outside 1..255");
+  EXPECT_EQ(refusal(vtep("underlay_mtu = 1279\n")), at + "underlay_mtu: 1279 is outside 1280..9216");
+  EXPECT_EQ(refusal(vtep("underlay_mtu = 9217\n")), at + "underlay_mtu: 9217 is outside 1280..9216");
+  EXPECT_EQ(refusal(vtep("next_hop = \"gw\"\n")), at + "next_hop: \"gw\" is not an IPv4 address");
+  EXPECT_EQ(refusal(vtep("next_hop = \"10.99.0.1\"\n")),
+            at + "next_hop: 10.99.0.1 is not a unicast address other than local_ip");
+  EXPECT_EQ(refusal(vtep("next_hop_mac = \"01:00:5e:00:00:01\"\n")),
+            at + "next_hop_mac: \"01:00:5e:00:00:01\" is not a unicast MAC address");
+  EXPECT_EQ(refusal(vtep("next_hop_mac = \"zz\"\n")),
+            at + "next_hop_mac: \"zz\" is not a unicast MAC address");
+  EXPECT_EQ(refusal(vtep("learning = \"yes\"\n")),
+            at + "learning: expected true or false, got \"yes\"");
+  EXPECT_THAT(refusal(vtep("vni = 5\n")), StartsWith(at + "vni: unknown key (expected local_ip"));
+  EXPECT_EQ(refusal("vtep = 1\n"), "config /etc/strait.toml: vtep: expected a table, got integer 1");
+}
+
 }  // namespace
 }  // namespace strait::ctl

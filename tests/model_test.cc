@@ -130,8 +130,8 @@ TEST(ParseNetwork, TypeMissing) {
 }
 
 TEST(ParseNetwork, TypeUnknown) {
-  EXPECT_REFUSED(parse_network({{"id", "n"}, {"type", "vxlan"}}), "invalid_argument",
-                 "type: \"vxlan\" is not one of vlan, flat, local");
+  EXPECT_REFUSED(parse_network({{"id", "n"}, {"type", "gre"}}), "invalid_argument",
+                 "type: \"gre\" is not one of vlan, vxlan, flat, local");
 }
 
 TEST(ParseNetwork, TypeWrongJsonType) {
@@ -514,6 +514,7 @@ TEST(ModelHelpers, NetTypeName) {
   EXPECT_STREQ(net_type_name(dp::NetType::kVlan), "vlan");
   EXPECT_STREQ(net_type_name(dp::NetType::kFlat), "flat");
   EXPECT_STREQ(net_type_name(dp::NetType::kLocal), "local");
+  EXPECT_STREQ(net_type_name(dp::NetType::kVxlan), "vxlan");
 }
 
 // ---- Model -------------------------------------------------------------------

@@ -598,11 +598,15 @@ FlowKey with_tunnel(FlowKey k, uint32_t vni) {
 TEST(ParseTest, VxlanDecodedWhenPortMatches) {
   auto f = make({kVxlanOuter + "/VXLAN(flags=0x08,vni=0x123456)/" + kInnerEth +
                      "/IP(src='10.1.1.1',dst='10.1.1.2',ttl=5)/TCP(sport=1000,dport=22,flags='S')",
-                 // Outer tag, inner tag; scapy's default flags (I plus a reserved bit).
+                 // Inner tag; scapy's default flags (I plus a reserved bit).
                  eth() +
-                     "/Dot1Q(vlan=7)/IP(src='192.0.2.1',dst='192.0.2.2')/UDP(dport=4789)"
+                     "/IP(src='192.0.2.1',dst='192.0.2.2')/UDP(dport=4789)"
                      "/VXLAN(vni=1)/" +
-                     kInnerEth + "/Dot1Q(vlan=9)/" + kIp6 + ")/UDP(sport=3,dport=4)"});
+                     kInnerEth + "/Dot1Q(vlan=9)/" + kIp6 + ")/UDP(sport=3,dport=4)",
+                 // An outer tag: the underlay is untagged, so this is a tenant's
+                 // own UDP on a VLAN network, not VXLAN for us.
+                 eth() + "/Dot1Q(vlan=7)/IP(src='192.0.2.1',dst='192.0.2.2')/UDP(sport=53,dport=4789)"
+                         "/VXLAN(vni=1)/" + kInnerEth + "/" + kIp4 + ")/UDP()"});
   FlowKey want = with_tunnel(l2_key(kEthTypeIpv4, kMacC, kMacD), 0x123456);
   set_ip(&want, "10.1.1.1", "10.1.1.2", kIpProtoTcp, 0, 5);
   want.tp_src = 1000;
@@ -611,7 +615,7 @@ TEST(ParseTest, VxlanDecodedWhenPortMatches) {
   Parsed p = expect_parses(f[0], want, kVxlanPort);
   expect_meta(p.meta, 14, 64, 84, 50);
 
-  // The outer tag is gone from the key: L2 fields describe the inner frame.
+  // L2 fields describe the inner frame, its tag included.
   want = with_tunnel(l2_key(kEthTypeIpv6, kMacC, kMacD), 1);
   set_ip(&want, "2001:db8::1", "2001:db8::2", kIpProtoUdp);
   want.tp_src = 3;
@@ -620,7 +624,16 @@ TEST(ParseTest, VxlanDecodedWhenPortMatches) {
   want.vlan_tpid = kEthTypeVlan;
   want.n_tags = 1;
   p = expect_parses(f[1], want, kVxlanPort);
-  expect_meta(p.meta, 18, 54 + 18, 54 + 18 + 40, 54);
+  expect_meta(p.meta, 18, 50 + 18, 50 + 18 + 40, 50);
+
+  want = l2_key(kEthTypeIpv4);
+  want.vlan_tci = 7;
+  want.vlan_tpid = kEthTypeVlan;
+  want.n_tags = 1;
+  set_ip(&want, "192.0.2.1", "192.0.2.2", kIpProtoUdp);
+  want.tp_src = 53;
+  want.tp_dst = kVxlanPort;
+  expect_meta(expect_parses(f[2], want, kVxlanPort).meta, 18, 18, 38);
 }
 
 TEST(ParseTest, VxlanNotDecodedWithoutMatchingPort) {

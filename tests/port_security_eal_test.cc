@@ -71,14 +71,17 @@ void check(const Snapshot& s, const std::vector<Case>& cases) {
     EXPECT_EQ(int(a.kind), int(c.want.kind));
     EXPECT_EQ(drop_reason_name(a.reason), drop_reason_name(c.want.reason));
     EXPECT_EQ(a.flags & (kActTrack | kActNewOk), c.want.sg_flags);
-    if (c.want.kind == ActionKind::kOutput) EXPECT_EQ(a.out_port, c.want.out_port);
+    if (c.want.kind == ActionKind::kOutput) {
+      EXPECT_EQ(a.out_port, c.want.out_port);
+    }
 
     const TraceResult t = trace_frame(s, pkts[i].frame.data(), uint32_t(pkts[i].frame.size()),
                                       c.in_port);
     EXPECT_TRUE(t.consistent);
     EXPECT_EQ(t.tracked, bool(a.flags & kActTrack));
-    if (a.kind == ActionKind::kDrop || (a.flags & kActTrack && !(a.flags & kActNewOk)))
+    if (a.kind == ActionKind::kDrop || (a.flags & kActTrack && !(a.flags & kActNewOk))) {
       EXPECT_EQ(drop_reason_name(t.drop), drop_reason_name(a.reason));
+    }
   }
 }
 

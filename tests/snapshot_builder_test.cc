@@ -142,5 +142,118 @@ TEST_F(BuilderTest, NetworkWithoutPortsHereIsAbsent) {
   EXPECT_EQ(s->uplinks[0].vid_to_lvlan[100], 0);
 }
 
+// ---- VXLAN (issue 6) --------------------------------------------------------
+
+uint32_t be32(const std::string& ip) { return ipv4_be32(*parse_ip(ip)); }
+
+class VxlanBuilderTest : public BuilderTest {
+ protected:
+  VxlanBuilderTest() {
+    model_.set_vxlan({true, *parse_ip("10.99.0.1"), 1500});
+    VtepInput v;
+    v.config.local_ip = be32("10.99.0.1");
+    v.config.udp_port = 4789;
+    v.config.ttl = 64;
+    v.physnet = "physnet1";
+    v.remotes.resize(3);  // index 1 is free
+    v.remotes[0] = {true, be32("10.99.0.2"), be32("10.99.0.2"), true, {2, 0, 0, 0, 0xaa, 2}};
+    v.remotes[2] = {true, be32("10.99.0.3"), be32("10.99.0.3"), false, {}};
+    v.index = {{be32("10.99.0.2"), 0}, {be32("10.99.0.3"), 2}};
+    in_.vtep = v;
+  }
+  void vxnet(const std::string& id, int vni) {
+    auto s = model_.add_network(
+        *parse_network({{"id", id}, {"type", "vxlan"}, {"segmentation_id", vni}}));
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  void remote(const std::string& net, const std::string& mac, const std::string& vtep) {
+    ASSERT_TRUE(model_.add_tunnel_fdb(net, {{*parse_mac(mac), *parse_ip(vtep)}}).ok());
+  }
+};
+
+TEST_F(VxlanBuilderTest, NetworkHasVniLocalFloodAndFloodVteps) {
+  vxnet("vx", 5001);
+  port(1, "vx", "02:00:00:00:00:01");
+  port(2, "vx", "02:00:00:00:00:02");
+  ASSERT_TRUE(model_.set_tunnel_flood("vx", {*parse_ip("10.99.0.3"), *parse_ip("10.99.0.2")}).ok());
+  auto s = build_snapshot(in_);
+  const uint16_t lvlan = model_.local_vlan("vx");
+  const dp::Network& n = s->networks[lvlan];
+  ASSERT_TRUE(n.present);
+  EXPECT_EQ(n.type, dp::NetType::kVxlan);
+  EXPECT_EQ(n.vni, 5001u);
+  EXPECT_EQ(n.mtu, 1450);
+  EXPECT_EQ(n.uplink, dp::kNoPort);
+  ASSERT_EQ(n.flood.size(), 2u);  // the VMs, not the underlay
+  EXPECT_EQ(n.flood[0].port, 1);
+  EXPECT_EQ(n.flood[1].port, 2);
+  EXPECT_EQ(n.flood_vteps, (std::vector<uint16_t>{0, 2}));  // by address
+  EXPECT_EQ(s->vni_to_lvlan, (std::vector<std::pair<uint32_t, uint16_t>>{{5001, lvlan}}));
+  EXPECT_EQ(s->uplinks[0].flat_lvlan, 0);  // the underlay carries no flat network
+}
+
+TEST_F(VxlanBuilderTest, RemoteMacsPointAtVtepPortsAndLocalMacsWin) {
+  vxnet("vx", 5001);
+  port(1, "vx", "02:00:00:00:00:01");
+  remote("vx", "02:00:00:00:01:01", "10.99.0.2");
+  remote("vx", "02:00:00:00:01:02", "10.99.0.3");
+  remote("vx", "02:00:00:00:00:01", "10.99.0.3");  // stale: the VM is here now
+  const uint16_t lvlan = model_.local_vlan("vx");
+  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:01:09"), dp::kVtepPortBase + 2, 4});
+  auto s = build_snapshot(in_);
+  auto find = [&](const char* mac) { return s->fdb.find(lvlan, parse_mac(mac)->data()); };
+  ASSERT_NE(find("02:00:00:00:01:01"), nullptr);
+  EXPECT_EQ(find("02:00:00:00:01:01")->port, dp::kVtepPortBase + 0);
+  EXPECT_EQ(find("02:00:00:00:01:02")->port, dp::kVtepPortBase + 2);
+  EXPECT_EQ(find("02:00:00:00:01:02")->learn_slot, dp::kNoSlot);
+  EXPECT_EQ(find("02:00:00:00:00:01")->port, 1);
+  EXPECT_EQ(find("02:00:00:00:01:09")->port, dp::kVtepPortBase + 2);  // learned behind a VTEP
+  EXPECT_EQ(find("02:00:00:00:01:09")->learn_slot, 4);
+  ASSERT_NE(s->vtep_of(dp::kVtepPortBase + 2), nullptr);
+  EXPECT_EQ(s->vtep_of(dp::kVtepPortBase + 2)->ip, be32("10.99.0.3"));
+}
+
+TEST_F(VxlanBuilderTest, VtepConfigRemoteTableAndUnderlayKeyScope) {
+  vxnet("vx", 5001);
+  port(1, "vx", "02:00:00:00:00:01");
+  auto s = build_snapshot(in_);
+  EXPECT_TRUE(s->vtep.enabled);
+  EXPECT_EQ(s->vtep.uplink, 0);
+  EXPECT_EQ(s->vtep.local_ip, be32("10.99.0.1"));
+  EXPECT_EQ(s->vtep.udp_port, 4789);
+  EXPECT_EQ(s->ports[0].key_bytes, dp::kFullKeyBytes);
+  EXPECT_EQ(s->ports[1].key_bytes, dp::kL2KeyBytes);
+  ASSERT_EQ(s->vteps.size(), 3u);
+  EXPECT_TRUE(s->vteps[0].resolved);
+  EXPECT_EQ(s->vteps[0].next_hop_mac[4], 0xaa);
+  EXPECT_FALSE(s->vteps[1].present);
+  EXPECT_EQ(s->vtep_of(dp::kVtepPortBase + 1), nullptr);
+  EXPECT_FALSE(s->vteps[2].resolved);
+}
+
+TEST_F(VxlanBuilderTest, NetworkWithoutPortsHereIsNotInTheDatapath) {
+  vxnet("vx1", 7);
+  vxnet("vx2", 3);
+  vxnet("vx3", 5);
+  port(1, "vx1", "02:00:00:00:00:01");
+  port(2, "vx2", "02:00:00:00:00:02");
+  remote("vx3", "02:00:00:00:01:01", "10.99.0.2");
+  auto s = build_snapshot(in_);
+  ASSERT_EQ(s->vni_to_lvlan.size(), 2u);
+  EXPECT_EQ(s->vni_to_lvlan[0].first, 3u);  // sorted by VNI
+  EXPECT_EQ(s->vni_to_lvlan[1].first, 7u);
+  EXPECT_EQ(s->fdb.size(), 2u);  // the two VMs only
+}
+
+TEST_F(VxlanBuilderTest, WithoutAVtepNothingTunnels) {
+  in_.vtep.reset();
+  net("n1", "flat");
+  port(1, "n1", "02:00:00:00:00:01");
+  auto s = build_snapshot(in_);
+  EXPECT_FALSE(s->vtep.enabled);
+  EXPECT_TRUE(s->vteps.empty());
+  EXPECT_EQ(s->ports[0].key_bytes, dp::kL2KeyBytes);
+}
+
 }  // namespace
 }  // namespace strait::ctl

@@ -1,6 +1,6 @@
 // The state database: what is saved loads back through the API's parsers,
-// the v1 -> v2 upgrade (security groups) happens in place, and a database of
-// a newer schema is left alone.
+// the v1 -> v2 (security groups) and v2 -> v3 (VXLAN tunnels) upgrades
+// happen in place, and a database of a newer schema is left alone.
 #include "control/store.h"
 
 #include <gmock/gmock.h>
@@ -156,9 +156,10 @@ TEST_F(StoreTest, PutReplacesAndDeleteRemovesAGroup) {
   EXPECT_TRUE(saved->security_groups.empty());
 }
 
-TEST_F(StoreTest, NewDatabaseHasSchemaV2) {
+TEST_F(StoreTest, NewDatabaseHasSchemaV3) {
   ASSERT_TRUE(open());
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "2");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+  EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='tunnels'"), "tunnels");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"),
             "security_groups");
 }
@@ -177,7 +178,7 @@ TEST_F(StoreTest, UpgradesV1InPlace) {
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
   auto s = open();
   ASSERT_TRUE(s);
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "2");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
   auto saved = s->load();
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   ASSERT_EQ(saved->ports.size(), 1u);
@@ -202,15 +203,95 @@ TEST_F(StoreTest, UpgradesV1InPlace) {
   EXPECT_EQ(saved->ports[0].first.security_groups, std::vector<std::string>{"db"});
 }
 
+TunnelSpec tunnel(json j) {
+  auto t = parse_tunnel(j);
+  EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
+  return t.ok() ? *t : TunnelSpec{};
+}
+
+json vxlan_net(const std::string& id, int vni) {
+  return {{"id", id}, {"type", "vxlan"}, {"segmentation_id", vni}, {"mtu", 1450}};
+}
+
+TEST_F(StoreTest, TunnelsRoundTripAndGoWithTheirNetwork) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->put_network(network(vxlan_net("vx1", 5001))).ok());
+  ASSERT_TRUE(s->put_network(network(vxlan_net("vx2", 16777215))).ok());
+  const TunnelSpec t1 = tunnel({{"fdb",
+                                 {{{"mac", "02:00:00:00:01:01"}, {"vtep", "10.99.0.2"}},
+                                  {{"mac", "02:00:00:00:01:02"}, {"vtep", "10.99.0.3"}}}},
+                                {"flood", {"10.99.0.2", "10.99.0.3"}}});
+  const TunnelSpec t2 = tunnel({{"flood", {"10.99.0.4"}}});
+  ASSERT_TRUE(s->put_tunnel("vx1", t1).ok());
+  ASSERT_TRUE(s->put_tunnel("vx2", t2).ok());
+  s.reset();
+  s = open();
+  ASSERT_TRUE(s);
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->networks.size(), 2u);
+  EXPECT_EQ(saved->networks[1].seg_id, 16777215u);
+  EXPECT_EQ(saved->networks[1].type, dp::NetType::kVxlan);
+  ASSERT_EQ(saved->tunnels.size(), 2u);
+  EXPECT_EQ(saved->tunnels[0].first, "vx1");
+  EXPECT_EQ(saved->tunnels[0].second, t1);
+  EXPECT_EQ(saved->tunnels[1].second, t2);
+  // An empty state deletes the row; deleting a network deletes its tunnels.
+  ASSERT_TRUE(s->put_tunnel("vx2", TunnelSpec{}).ok());
+  ASSERT_TRUE(s->delete_network("vx1").ok());
+  saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  EXPECT_TRUE(saved->tunnels.empty());
+  EXPECT_EQ(saved->networks.size(), 1u);
+}
+
+// A database written by the release before VXLAN (schema 2).
+TEST_F(StoreTest, UpgradesV2InPlace) {
+  sql(R"(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE networks (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE ports (id TEXT PRIMARY KEY, spec TEXT NOT NULL, local_vlan INTEGER NOT NULL);
+    CREATE TABLE security_groups (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '2');
+    INSERT INTO networks VALUES ('net1', '{"id":"net1","type":"vlan","physnet":"p1","segmentation_id":100,"mtu":1500}');
+    INSERT INTO security_groups VALUES ('db', '{"id":"db","name":"","rules":[]}');
+  )");
+  auto s = open();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->networks.size(), 1u);
+  EXPECT_EQ(saved->networks[0].seg_id, 100u);
+  EXPECT_EQ(saved->security_groups.size(), 1u);
+  EXPECT_TRUE(saved->tunnels.empty());
+  ASSERT_TRUE(s->put_network(network(vxlan_net("vx1", 7))).ok());
+  ASSERT_TRUE(s->put_tunnel("vx1", tunnel({{"flood", {"10.99.0.2"}}})).ok());
+  s.reset();
+  s = open();
+  ASSERT_TRUE(s);
+  saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  EXPECT_EQ(saved->tunnels.size(), 1u);
+}
+
+TEST_F(StoreTest, BadTunnelRowIsNamed) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  sql(R"(INSERT INTO tunnels VALUES ('vx1', '{"fdb":[{"mac":"ff:ff:ff:ff:ff:ff","vtep":"10.0.0.1"}]}');)");
+  EXPECT_REFUSED(s->load(), "invalid_argument", "tunnel of network vx1: entries[0].mac");
+}
+
 TEST_F(StoreTest, NewerSchemaIsRefusedAndLeftAlone) {
   sql(R"(
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    INSERT INTO meta VALUES ('schema_version', '3');
+    INSERT INTO meta VALUES ('schema_version', '4');
   )");
   EXPECT_REFUSED(Store::open(dir_), "invalid_argument",
-                 "schema version 3 is newer than this straitd (2)");
+                 "schema version 4 is newer than this straitd (3)");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
 }
 
 TEST_F(StoreTest, BadGroupRowIsNamed) {

@@ -607,5 +607,68 @@ TEST(StraitctlRender, CacheDumpTable) {
   EXPECT_THAT(out, HasSubstr("flood lvlan 1, learn\n"));
 }
 
+TEST_F(StraitctlArgs, NetworkCreateVxlan) {
+  auto p = parse({"network", "create", "vx", "--type", "vxlan", "--segmentation-id", "5001"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"id", "vx"}, {"type", "vxlan"}, {"segmentation_id", 5001}}));
+}
+
+TEST_F(StraitctlArgs, TunnelCommands) {
+  auto p = parse({"tunnel", "fdb", "add", "vx", "02:00:00:00:01:01", "10.99.0.2"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "tunnel.fdb.add");
+  EXPECT_EQ(p.inv.view, View::kNothing);
+  EXPECT_EQ(p.inv.params,
+            json::parse(R"({"network": "vx",
+                            "entries": [{"mac": "02:00:00:00:01:01", "vtep": "10.99.0.2"}]})"));
+  p = parse({"tunnel", "fdb", "delete", "vx", "02:00:00:00:01:01"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "tunnel.fdb.delete");
+  EXPECT_EQ(p.inv.params,
+            json::parse(R"({"network": "vx", "entries": [{"mac": "02:00:00:00:01:01"}]})"));
+  p = parse({"tunnel", "flood", "set", "vx", "10.99.0.2", "10.99.0.3"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "tunnel.flood.set");
+  EXPECT_EQ(p.inv.params, json::parse(R"({"network": "vx", "vteps": ["10.99.0.2", "10.99.0.3"]})"));
+  p = parse({"tunnel", "flood", "set", "vx"});  // clears
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json::parse(R"({"network": "vx", "vteps": []})"));
+  p = parse({"tunnel", "show"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.method, "tunnel.show");
+  EXPECT_EQ(p.inv.view, View::kTunnel);
+  EXPECT_EQ(p.inv.params, json::object());
+  p = parse({"tunnel", "show", "vx", "-o", "json"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"network", "vx"}}));
+  EXPECT_TRUE(p.inv.json_output);
+  EXPECT_EQ(parse({"tunnel", "fdb", "add", "vx", "02:00:00:00:01:01"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"tunnel", "fdb"}).rc, kExitUsage);
+}
+
+TEST(StraitctlRender, Tunnel) {
+  json t = json::parse(R"({
+    "vtep": {"local_ip": "10.99.0.1", "physnet": "underlay", "udp_port": 4789, "ttl": 64,
+             "next_hop": null, "learning": false, "mac": "02:00:00:00:99:01"},
+    "remote_vteps": [{"ip": "10.99.0.2", "next_hop": "10.99.0.2", "resolved": true,
+                      "mac": "02:00:00:00:99:02"},
+                     {"ip": "10.99.0.3", "next_hop": "10.99.0.3", "resolved": false, "mac": null}],
+    "networks": [{"id": "vx", "vni": 5001, "local_vlan": 1,
+                  "fdb": [{"mac": "02:00:00:00:01:01", "vtep": "10.99.0.2", "learned": false}],
+                  "flood": ["10.99.0.2", "10.99.0.3"]}]})");
+  const std::string out = render_tunnel(t);
+  EXPECT_THAT(out, HasSubstr("local_ip:  10.99.0.1\n"));
+  EXPECT_THAT(out, HasSubstr("next_hop:  -\n"));
+  EXPECT_THAT(out, HasSubstr("Remote VTEPs\n"
+                             "VTEP       NEXT_HOP   RESOLVED  MAC\n"
+                             "10.99.0.2  10.99.0.2  true      02:00:00:00:99:02\n"
+                             "10.99.0.3  10.99.0.3  false     -\n"));
+  EXPECT_THAT(out, HasSubstr("NETWORK   VNI  LVLAN  FLOOD\n"
+                             "vx       5001      1  10.99.0.2,10.99.0.3\n"));
+  EXPECT_THAT(out, HasSubstr("vx       02:00:00:00:01:01  10.99.0.2  false\n"));
+  EXPECT_EQ(render_tunnel(json::parse(R"({"vtep": null, "remote_vteps": [], "networks": []})")),
+            "no VTEP configured ([vtep] in straitd's config)\n");
+}
+
 }  // namespace
 }  // namespace strait::straitctl

@@ -42,6 +42,9 @@ struct Args {
   std::optional<std::string> name, rule_id, direction, sg_ethertype, protocol, remote_prefix,
       remote_group;
   std::optional<int64_t> port_min, port_max;
+  // tunnel: a remote VTEP, or the flood list.
+  std::string vtep;
+  std::vector<std::string> vteps;
 };
 
 struct Commands {
@@ -52,6 +55,7 @@ struct Commands {
   CLI::App* port_update = nullptr;
   CLI::App *sg_create = nullptr, *sg_delete = nullptr, *sg_list = nullptr, *sg_show = nullptr;
   CLI::App *rule_create = nullptr, *rule_delete = nullptr;
+  CLI::App *fdb_add = nullptr, *fdb_delete = nullptr, *flood_set = nullptr, *tunnel_show = nullptr;
 };
 
 // --security-group, --allowed-address-pair, --port-security and their
@@ -101,10 +105,10 @@ void add_network_commands(CLI::App& app, Args& a, Commands& c) {
   net->require_subcommand(1);
   c.net_create = net->add_subcommand("create", "Create a network");
   c.net_create->add_option("ID", a.id, "Network id (UUID or name)")->required();
-  c.net_create->add_option("--type", a.type, "vlan, flat or local")->required();
+  c.net_create->add_option("--type", a.type, "vlan, vxlan, flat or local")->required();
   c.net_create->add_option("--physnet", a.physnet, "Physical network (vlan, flat)");
-  c.net_create->add_option("--segmentation-id", a.seg_id, "VLAN id on the physnet (vlan)");
-  c.net_create->add_option("--mtu", a.mtu, "MTU (default 1500)");
+  c.net_create->add_option("--segmentation-id", a.seg_id, "VLAN id on the physnet (vlan) or VNI (vxlan)");
+  c.net_create->add_option("--mtu", a.mtu, "MTU (default 1500; vxlan: underlay MTU - 50)");
   c.net_delete = net->add_subcommand("delete", "Delete a network without ports");
   c.net_delete->add_option("ID", a.id, "Network id")->required();
   c.net_list = net->add_subcommand("list", "List networks");
@@ -188,6 +192,49 @@ void add_group_commands(CLI::App& app, Args& a, Commands& c) {
   c.rule_create->add_option("--id", a.rule_id, "Rule id (default: a new UUID)");
   c.rule_delete = rule->add_subcommand("delete", "Delete a rule");
   c.rule_delete->add_option("RULE_ID", a.id, "Rule id")->required();
+}
+
+void add_tunnel_commands(CLI::App& app, Args& a, Commands& c) {
+  CLI::App* tun = app.add_subcommand("tunnel", "VXLAN: remote MACs, flood lists, VTEPs");
+  tun->require_subcommand(1);
+  CLI::App* fdb = tun->add_subcommand("fdb", "Remote MACs behind remote VTEPs: add, delete");
+  fdb->require_subcommand(1);
+  c.fdb_add = fdb->add_subcommand("add", "Put a remote MAC behind a remote VTEP");
+  c.fdb_add->add_option("NETWORK", a.network, "vxlan network id")->required();
+  c.fdb_add->add_option("MAC", a.mac, "Remote MAC address")->required();
+  c.fdb_add->add_option("VTEP_IP", a.vtep, "The remote VTEP's IPv4 address")->required();
+  c.fdb_delete = fdb->add_subcommand("delete", "Remove a remote MAC");
+  c.fdb_delete->add_option("NETWORK", a.network, "vxlan network id")->required();
+  c.fdb_delete->add_option("MAC", a.mac, "Remote MAC address")->required();
+  CLI::App* flood = tun->add_subcommand("flood", "The VTEPs flooded frames go to");
+  flood->require_subcommand(1);
+  c.flood_set = flood->add_subcommand("set", "Replace the flood list (none given: clear it)");
+  c.flood_set->add_option("NETWORK", a.network, "vxlan network id")->required();
+  c.flood_set->add_option("VTEP_IP", a.vteps, "Remote VTEP IPv4 addresses");
+  c.tunnel_show = tun->add_subcommand("show", "This host's VTEP, remote VTEPs, tunnel state");
+  c.tunnel_show->add_option("NETWORK", a.network, "Only this vxlan network");
+}
+
+// The request of a tunnel command; false when none was given.
+bool build_tunnel_request(const Args& a, const Commands& c, Invocation& inv) {
+  json& p = inv.params;
+  if (c.fdb_add->parsed()) {
+    inv.method = "tunnel.fdb.add";
+    p = {{"network", a.network}, {"entries", {{{"mac", a.mac}, {"vtep", a.vtep}}}}};
+  } else if (c.fdb_delete->parsed()) {
+    inv.method = "tunnel.fdb.delete";
+    p = {{"network", a.network}, {"entries", {{{"mac", a.mac}}}}};
+  } else if (c.flood_set->parsed()) {
+    inv.method = "tunnel.flood.set";
+    p = {{"network", a.network}, {"vteps", a.vteps}};
+  } else if (c.tunnel_show->parsed()) {
+    inv.method = "tunnel.show";
+    inv.view = View::kTunnel;
+    if (!a.network.empty()) p = {{"network", a.network}};
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // A protocol number stays a number: the switch takes "tcp" or 6.
@@ -350,7 +397,7 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     p = {{"id", a.id}};
     if (!a.ips.empty()) p["fixed_ips"] = a.ips;
     put_port_security(a, p);
-  } else if (build_group_request(a, c, inv)) {
+  } else if (build_group_request(a, c, inv) || build_tunnel_request(a, c, inv)) {
     return;
   } else if (c.port_unbind->parsed()) {
     inv.method = "port.unbind";
@@ -421,6 +468,7 @@ int parse_args(int argc, const char* const* argv, Invocation& inv, std::ostream&
   add_network_commands(app, args, cmds);
   add_port_commands(app, args, cmds);
   add_group_commands(app, args, cmds);
+  add_tunnel_commands(app, args, cmds);
   add_other_commands(app, args, cmds);
   add_inspect_commands(app, args, cmds);
   try {

@@ -25,6 +25,7 @@ enum class View {
   kGroups,       // security-group list
   kGroupDetail,  // security-group show: its fields, then its rules
   kRuleRow,      // security-group rule create: the rule as a one-row table
+  kTunnel,       // tunnel show: the VTEP, the remote VTEPs, each network's FDB and flood list
 };
 
 struct Invocation {

@@ -251,6 +251,34 @@ std::string render_group_detail(const json& group) {
          "\nRules\n" + render_rules(list_field(group, "rules"));
 }
 
+std::string render_tunnel(const json& tunnel) {
+  const json& v = field(tunnel, "vtep");
+  if (!v.is_object()) return "no VTEP configured ([vtep] in straitd's config)\n";
+  std::string out = fields({{"local_ip", cell(v, "local_ip")},
+                            {"physnet", cell(v, "physnet")},
+                            {"mac", cell(v, "mac")},
+                            {"udp_port", cell(v, "udp_port")},
+                            {"ttl", cell(v, "ttl")},
+                            {"next_hop", cell(v, "next_hop")},
+                            {"learning", cell(v, "learning")}}) +
+                    "\n";
+  Table remotes({"VTEP", "NEXT_HOP", "RESOLVED", "MAC"});
+  for (const json& r : list_field(tunnel, "remote_vteps"))
+    remotes.add({cell(r, "ip"), cell(r, "next_hop"), cell(r, "resolved"), cell(r, "mac")});
+  out += section("Remote VTEPs", remotes.str());
+  Table nets({"NETWORK", "VNI", "LVLAN", "FLOOD"});
+  Table fdb({"NETWORK", "MAC", "VTEP", "LEARNED"});
+  for (const json& n : list_field(tunnel, "networks")) {
+    nets.add({cell(n, "id"), cell(n, "vni"), cell(n, "local_vlan"), cell(n, "flood")});
+    for (const json& e : list_field(n, "fdb"))
+      fdb.add({cell(n, "id"), cell(e, "mac"), cell(e, "vtep"), cell(e, "learned")});
+  }
+  out += section("Networks", nets.str());
+  out += section("Remote MACs", fdb.str());
+  out.pop_back();  // no blank line after the last section
+  return out;
+}
+
 std::string render_show(const json& show) {
   std::string out = "version     " + cell(show, "version") + "\n" + "generation  " +
                     cell(show, "generation") + "\n\n";

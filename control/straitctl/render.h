@@ -39,6 +39,9 @@ std::string render_groups(const nlohmann::json& groups);
 std::string render_group_detail(const nlohmann::json& group);
 // Rules: direction, ethertype, protocol, port range (or ICMP type/code), remote.
 std::string render_rules(const nlohmann::json& rules);
+// tunnel show: this host's VTEP, the remote VTEPs and their next hops, then
+// per vxlan network its remote MACs and flood list.
+std::string render_tunnel(const nlohmann::json& tunnel);
 // trace: numbered steps, the verdict, the output ports and their tags.
 std::string render_trace(const nlohmann::json& trace);
 // cache dump: per worker, one row per flow-cache entry.

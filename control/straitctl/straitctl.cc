@@ -73,6 +73,9 @@ void print_result(const Invocation& inv, const json& result) {
     case View::kRuleRow:
       std::cout << render_rules(json::array({result}));
       break;
+    case View::kTunnel:
+      std::cout << render_tunnel(result);
+      break;
     case View::kRaw:
     case View::kEvents:
       break;

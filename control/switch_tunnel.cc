@@ -1,0 +1,264 @@
+// VXLAN tunnels (issue 6) on the control side: the l2population requests
+// (tunnel.fdb.add/delete, tunnel.flood.set) change the model through
+// apply() like any other change, and answer once every worker forwards by
+// the new state. Remote VTEPs become datapath "ports" kVtepPortBase + index;
+// their next hop's MAC is configured or learned from the underlay by ARP
+// (workers hand ARP replies over in ArpEvents).
+#include <rte_ethdev.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "control/api_reply.h"
+#include "control/switch.h"
+
+namespace strait::ctl {
+namespace {
+
+using nlohmann::json;
+
+std::string be32_to_string(uint32_t ip) { return ip_to_string(ipv4_from_be32(ip)); }
+
+}  // namespace
+
+void Switch::apply_tunnel(const std::string& network, const std::function<Status(Model&)>& change,
+                          Done done) {
+  Status st = apply(
+      [&](Model& m) -> Status {
+        if (Status s = change(m); !s) return s;
+        return check_vtep_capacity(m);
+      },
+      [&](const Model& m) {
+        const TunnelSpec* t = m.tunnel(network);
+        return store_->put_tunnel(network, t ? *t : TunnelSpec{});
+      });
+  if (!st) return done(error_reply(st.error()));
+  publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
+}
+
+void Switch::tunnel_fdb_add(const json& params, Done done) {
+  auto r = parse_tunnel_fdb(params, /*add=*/true);
+  if (!r) return done(error_reply(r.error()));
+  apply_tunnel(
+      r->network, [&](Model& m) { return m.add_tunnel_fdb(r->network, r->entries); },
+      std::move(done));
+}
+
+void Switch::tunnel_fdb_delete(const json& params, Done done) {
+  auto r = parse_tunnel_fdb(params, /*add=*/false);
+  if (!r) return done(error_reply(r.error()));
+  std::vector<Mac> macs;
+  for (const TunnelFdbEntry& e : r->entries) macs.push_back(e.mac);
+  apply_tunnel(
+      r->network, [&](Model& m) { return m.remove_tunnel_fdb(r->network, macs); },
+      std::move(done));
+}
+
+void Switch::tunnel_flood_set(const json& params, Done done) {
+  auto r = parse_tunnel_flood(params);
+  if (!r) return done(error_reply(r.error()));
+  apply_tunnel(
+      r->network, [&](Model& m) { return m.set_tunnel_flood(r->network, r->vteps); },
+      std::move(done));
+}
+
+Status Switch::check_vtep_capacity(const Model& m) const {
+  size_t fresh = 0;
+  for (const IpAddr& ip : m.remote_vteps()) fresh += !vteps_.count(ipv4_be32(ip));
+  // Indexes on their way back (given up less than two grace periods ago)
+  // are still taken.
+  if (vteps_.size() + fresh > dp::kMaxVteps)
+    return exhausted("remote VTEPs: all " + std::to_string(dp::kMaxVteps) +
+                     " VTEP indexes are in use (some free up shortly after VTEPs are removed)");
+  return ok();
+}
+
+uint32_t Switch::vtep_arp_ip(uint32_t vtep_ip) const {
+  return cfg_.vtep && cfg_.vtep->next_hop ? ipv4_be32(*cfg_.vtep->next_hop) : vtep_ip;
+}
+
+std::set<uint32_t> Switch::wanted_vteps() const {
+  std::set<uint32_t> want;
+  for (const IpAddr& ip : model_.remote_vteps()) want.insert(ipv4_be32(ip));
+  // A MAC learned behind a VTEP keeps its index until it ages out.
+  for (const auto& [key, l] : learned_) {
+    if (!dp::is_vtep_port(l.port)) continue;
+    for (const auto& [ip, v] : vteps_)
+      if (v.index == l.port - dp::kVtepPortBase) want.insert(ip);
+  }
+  return want;
+}
+
+std::optional<VtepInput> Switch::sync_vteps() {
+  if (!cfg_.vtep) return std::nullopt;
+  const std::set<uint32_t> want = wanted_vteps();
+  for (auto& [ip, v] : vteps_) {
+    if (want.count(ip)) {
+      v.referenced = true;
+      v.release_token = 0;
+    } else if (v.referenced) {
+      v.referenced = false;
+      v.release_token = ++vtep_tokens_;
+      release_vtep_after_grace(ip, v.release_token);
+    }
+  }
+  for (uint32_t ip : want) {
+    if (vteps_.count(ip)) continue;
+    auto slot = std::find(vtep_used_.begin(), vtep_used_.end(), false);
+    if (slot == vtep_used_.end()) {  // check_vtep_capacity keeps this from happening
+      spdlog::error("remote VTEP {}: no free VTEP index", be32_to_string(ip));
+      continue;
+    }
+    *slot = true;
+    vteps_[ip].index = static_cast<uint16_t>(slot - vtep_used_.begin());
+  }
+
+  VtepInput in;
+  const VtepSettings& cfg = *cfg_.vtep;
+  in.physnet = cfg.physnet;
+  in.config.local_ip = ipv4_be32(cfg.local_ip);
+  in.config.udp_port = cfg.udp_port;
+  in.config.ttl = cfg.ttl;
+  in.config.learning = cfg.learning;
+  if (auto up = uplinks_.find(cfg.physnet); up != uplinks_.end()) {
+    rte_ether_addr mac;
+    if (rte_eth_macaddr_get(up->second.dev.port_id, &mac) == 0)
+      std::copy(mac.addr_bytes, mac.addr_bytes + 6, in.config.mac);
+  }
+  for (const auto& [ip, v] : vteps_) {
+    if (!v.referenced) continue;  // no longer in the datapath; its index is not yet free
+    if (in.remotes.size() <= v.index) in.remotes.resize(v.index + 1);
+    dp::RemoteVtep& r = in.remotes[v.index];
+    r.present = true;
+    r.ip = ip;
+    r.arp_ip = vtep_arp_ip(ip);
+    if (cfg.next_hop_mac) {
+      r.resolved = true;
+      std::copy(cfg.next_hop_mac->begin(), cfg.next_hop_mac->end(), r.next_hop_mac);
+    } else if (auto a = arp_.find(r.arp_ip); a != arp_.end()) {
+      r.resolved = true;
+      std::copy(a->second.begin(), a->second.end(), r.next_hop_mac);
+    }
+    in.index.emplace(ip, v.index);
+  }
+  return in;
+}
+
+// Two grace periods: after the first no worker runs a snapshot that names
+// the VTEP; the learn events such snapshots produced are drained by the
+// next poll, so after the second nothing can name the index any more.
+void Switch::release_vtep_after_grace(uint32_t ip, uint64_t token) {
+  publisher_.after_grace([this, ip, token] {
+    publisher_.after_grace([this, ip, token] {
+      auto it = vteps_.find(ip);
+      if (it == vteps_.end() || it->second.referenced || it->second.release_token != token) return;
+      vtep_used_[it->second.index] = false;
+      vteps_.erase(it);
+      const uint32_t arp_ip = vtep_arp_ip(ip);
+      if (std::none_of(vteps_.begin(), vteps_.end(),
+                       [&](const auto& kv) { return vtep_arp_ip(kv.first) == arp_ip; }))
+        arp_.erase(arp_ip);
+    });
+  });
+}
+
+void Switch::drain_arp_events() {
+  bool changed = false;
+  for (auto& w : workers_) {
+    dp::ArpEvent ev;
+    while (w->arp_queue().pop(ev)) {
+      if (!cfg_.vtep || cfg_.vtep->next_hop_mac) continue;  // static next hop: no ARP
+      const bool wanted = std::any_of(vteps_.begin(), vteps_.end(), [&](const auto& kv) {
+        return kv.second.referenced && vtep_arp_ip(kv.first) == ev.ip;
+      });
+      if (!wanted) continue;
+      Mac mac;
+      std::copy(ev.mac, ev.mac + 6, mac.begin());
+      auto [it, fresh] = arp_.try_emplace(ev.ip, mac);
+      if (!fresh && it->second == mac) continue;
+      if (!fresh)
+        spdlog::info("VTEP next hop {} moved to {}", be32_to_string(ev.ip), mac_to_string(mac));
+      else
+        spdlog::info("VTEP next hop {} is at {}", be32_to_string(ev.ip), mac_to_string(mac));
+      it->second = mac;
+      changed = true;
+    }
+  }
+  if (changed) republish();
+}
+
+json Switch::tunnel_network_json(const NetworkSpec& n) const {
+  const uint16_t lvlan = model_.local_vlan(n.id);
+  json fdb = json::array(), flood = json::array();
+  if (const TunnelSpec* t = model_.tunnel(n.id)) {
+    for (const auto& [mac, ip] : t->fdb)
+      fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", ip_to_string(ip)}, {"learned", false}});
+    for (const IpAddr& ip : t->flood) flood.push_back(ip_to_string(ip));
+  }
+  for (const auto& [key, l] : learned_) {
+    if (lvlan == 0 || (key >> 48) != lvlan || !dp::is_vtep_port(l.port)) continue;
+    Mac mac;
+    for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
+    json vtep = nullptr;
+    for (const auto& [ip, v] : vteps_)
+      if (v.index == l.port - dp::kVtepPortBase) vtep = be32_to_string(ip);
+    fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", vtep}, {"learned", true}});
+  }
+  return {{"id", n.id}, {"vni", n.seg_id}, {"local_vlan", lvlan}, {"fdb", fdb}, {"flood", flood}};
+}
+
+void Switch::tunnel_show(const json& params, Done done) const {
+  if (!params.is_null() && !params.is_object())
+    return done(error_reply(invalid("params: expected an object")));
+  std::string only;
+  if (params.is_object() && params.contains("network") && !params["network"].is_null()) {
+    if (!params["network"].is_string())
+      return done(error_reply(invalid("network: expected a string")));
+    only = params["network"].get<std::string>();
+    const NetworkSpec* n = model_.network(only);
+    if (!n) return done(error_reply(not_found("network " + only + " not found")));
+    if (n->type != dp::NetType::kVxlan)
+      return done(error_reply(invalid("network: " + only + " is not a vxlan network")));
+  }
+  json vtep = nullptr, remotes = json::array(), nets = json::array();
+  if (cfg_.vtep) {
+    const VtepSettings& c = *cfg_.vtep;
+    const dp::Snapshot* s = publisher_.current();
+    vtep = {{"local_ip", ip_to_string(c.local_ip)},
+            {"physnet", c.physnet},
+            {"udp_port", c.udp_port},
+            {"ttl", c.ttl},
+            {"next_hop", c.next_hop ? json(ip_to_string(*c.next_hop)) : json(nullptr)},
+            {"next_hop_mac", c.next_hop_mac ? json(mac_to_string(*c.next_hop_mac)) : json(nullptr)},
+            {"learning", c.learning},
+            {"underlay_mtu", c.underlay_mtu},
+            {"mac", mac_to_string({s->vtep.mac[0], s->vtep.mac[1], s->vtep.mac[2], s->vtep.mac[3],
+                                   s->vtep.mac[4], s->vtep.mac[5]})}};
+    // As the live snapshot has them, in address order.
+    // (A network deleted since the last snapshot no longer names its VTEPs.)
+    const std::set<uint32_t> want = wanted_vteps();
+    std::map<IpAddr, json> by_ip;
+    for (const auto& [ip, v] : vteps_) {
+      if (!want.count(ip)) continue;
+      const dp::RemoteVtep* r = s->vtep_of(static_cast<uint16_t>(dp::kVtepPortBase + v.index));
+      if (!v.referenced || !r || r->ip != ip) continue;
+      const bool resolved = r->resolved;
+      by_ip[ipv4_from_be32(ip)] = {
+          {"ip", be32_to_string(ip)},
+          {"index", v.index},
+          {"next_hop", be32_to_string(r->arp_ip)},
+          {"resolved", resolved},
+          {"mac", resolved ? json(mac_to_string({r->next_hop_mac[0], r->next_hop_mac[1],
+                                                 r->next_hop_mac[2], r->next_hop_mac[3],
+                                                 r->next_hop_mac[4], r->next_hop_mac[5]}))
+                           : json(nullptr)}};
+    }
+    for (auto& [ip, j] : by_ip) remotes.push_back(std::move(j));
+  }
+  for (const auto& [id, n] : model_.networks())
+    if (n.type == dp::NetType::kVxlan && (only.empty() || id == only))
+      nets.push_back(tunnel_network_json(n));
+  done(ok_reply({{"vtep", vtep}, {"remote_vteps", remotes}, {"networks", nets}}));
+}
+
+}  // namespace strait::ctl

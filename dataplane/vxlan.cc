@@ -1,0 +1,137 @@
+// VXLAN encapsulation and the underlay's ARP (vxlan.h).
+#include "dataplane/vxlan.h"
+
+#include <rte_arp.h>
+#include <rte_byteorder.h>
+#include <rte_ether.h>
+#include <rte_hash_crc.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+#include <rte_vxlan.h>
+
+#include <cstddef>
+#include <cstring>
+
+namespace strait::dp {
+namespace {
+
+constexpr uint32_t kVxlanFlagI = 0x08000000;  // RFC 7348: the VNI is valid
+constexpr uint32_t kArpFrameBytes = 60;       // Ethernet minimum without FCS: padded
+
+struct __attribute__((packed, aligned(2))) OuterHeaders {
+  rte_ether_hdr eth;
+  rte_ipv4_hdr ip;
+  rte_udp_hdr udp;
+  rte_vxlan_hdr vxlan;
+};
+static_assert(sizeof(OuterHeaders) == kVxlanOverhead);
+
+void write_outer(uint8_t* at, uint32_t inner_len, const VtepConfig& vtep,
+                 const RemoteVtep& remote, uint32_t vni, uint32_t flow_hash) noexcept {
+  OuterHeaders h;
+  std::memcpy(&h.eth.dst_addr, remote.next_hop_mac, RTE_ETHER_ADDR_LEN);
+  std::memcpy(&h.eth.src_addr, vtep.mac, RTE_ETHER_ADDR_LEN);
+  h.eth.ether_type = rte_cpu_to_be_16(kEthTypeIpv4);
+
+  const uint32_t l3_len = kVxlanOverhead - sizeof(rte_ether_hdr) + inner_len;
+  h.ip.version_ihl = RTE_IPV4_VHL_DEF;
+  h.ip.type_of_service = 0;
+  h.ip.total_length = rte_cpu_to_be_16(uint16_t(l3_len));
+  h.ip.packet_id = 0;
+  h.ip.fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+  h.ip.time_to_live = vtep.ttl;
+  h.ip.next_proto_id = kIpProtoUdp;
+  h.ip.hdr_checksum = 0;
+  h.ip.src_addr = vtep.local_ip;
+  h.ip.dst_addr = remote.ip;
+  h.ip.hdr_checksum = rte_ipv4_cksum(&h.ip);
+
+  h.udp.src_port = rte_cpu_to_be_16(vxlan_src_port(flow_hash));
+  h.udp.dst_port = rte_cpu_to_be_16(vtep.udp_port);
+  h.udp.dgram_len = rte_cpu_to_be_16(uint16_t(l3_len - sizeof(rte_ipv4_hdr)));
+  h.udp.dgram_cksum = 0;
+
+  h.vxlan.vx_flags = rte_cpu_to_be_32(kVxlanFlagI);
+  h.vxlan.vx_vni = rte_cpu_to_be_32(vni << 8);
+  std::memcpy(at, &h, sizeof h);
+}
+
+}  // namespace
+
+uint32_t vxlan_flow_hash(const FlowKey& k) noexcept {
+  uint32_t h = rte_hash_crc(k.dl_dst, sizeof k.dl_dst + sizeof k.dl_src, 0);
+  h = rte_hash_crc_2byte(k.dl_type, h);
+  h = rte_hash_crc(k.nw_src, sizeof k.nw_src + sizeof k.nw_dst, h);
+  h = rte_hash_crc_1byte(k.nw_proto, h);
+  return rte_hash_crc_4byte((uint32_t(k.tp_src) << 16) | k.tp_dst, h);
+}
+
+rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const VtepConfig& vtep,
+                      const RemoteVtep& remote, uint32_t vni, uint32_t flow_hash) noexcept {
+  const uint32_t inner_len = rte_pktmbuf_pkt_len(m);
+  if (char* at = rte_pktmbuf_prepend(m, kVxlanOverhead)) {
+    write_outer(reinterpret_cast<uint8_t*>(at), inner_len, vtep, remote, vni, flow_hash);
+    return m;
+  }
+  // No headroom (an mbuf from elsewhere): the headers in a segment of their own.
+  rte_mbuf* h = pool ? rte_pktmbuf_alloc(pool) : nullptr;
+  if (!h) return nullptr;
+  char* at = rte_pktmbuf_append(h, kVxlanOverhead);
+  if (!at || rte_pktmbuf_chain(h, m) != 0) {
+    rte_pktmbuf_free(h);
+    return nullptr;
+  }
+  write_outer(reinterpret_cast<uint8_t*>(at), inner_len, vtep, remote, vni, flow_hash);
+  return h;
+}
+
+bool arp_build(rte_mbuf* m, uint16_t op, const uint8_t* sender_mac, uint32_t sender_ip,
+               const uint8_t* target_mac, uint32_t target_ip) noexcept {
+  if (m->next) {
+    rte_pktmbuf_free(m->next);
+    m->next = nullptr;
+  }
+  rte_pktmbuf_reset(m);
+  char* at = rte_pktmbuf_append(m, kArpFrameBytes);
+  if (!at) return false;
+  std::memset(at, 0, kArpFrameBytes);
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(at);
+  auto* arp = reinterpret_cast<rte_arp_hdr*>(at + sizeof(rte_ether_hdr));
+  const bool request = op == kArpOpRequest;
+  if (request)
+    std::memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
+  else
+    std::memcpy(&eth->dst_addr, target_mac, RTE_ETHER_ADDR_LEN);
+  std::memcpy(&eth->src_addr, sender_mac, RTE_ETHER_ADDR_LEN);
+  eth->ether_type = rte_cpu_to_be_16(kEthTypeArp);
+  arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+  arp->arp_protocol = rte_cpu_to_be_16(kEthTypeIpv4);
+  arp->arp_hlen = RTE_ETHER_ADDR_LEN;
+  arp->arp_plen = sizeof(uint32_t);
+  arp->arp_opcode = rte_cpu_to_be_16(op);
+  std::memcpy(&arp->arp_data.arp_sha, sender_mac, RTE_ETHER_ADDR_LEN);
+  arp->arp_data.arp_sip = sender_ip;
+  if (!request) std::memcpy(&arp->arp_data.arp_tha, target_mac, RTE_ETHER_ADDR_LEN);
+  arp->arp_data.arp_tip = target_ip;
+  return true;
+}
+
+uint16_t vtep_index_of(const Snapshot& s, uint32_t ip) noexcept {
+  for (size_t i = 0; i < s.vteps.size(); i++)
+    if (s.vteps[i].present && s.vteps[i].ip == ip) return uint16_t(i);
+  return kNoPort;
+}
+
+bool is_vtep_arp(const Snapshot& snap, const PortEntry& port, const FlowKey& key) noexcept {
+  const VtepConfig& v = snap.vtep;
+  if (!v.enabled || key.in_port != v.uplink || key.n_tags != 0 || key.dl_type != kEthTypeArp)
+    return false;
+  if (arp_target_ip(key) == v.local_ip) return true;
+  // Other replies are ours too when no flat network of the physnet could
+  // want them (a gratuitous reply of the next hop).
+  return key.nw_proto == kArpOpReply && port.role == PortRole::kUplink &&
+         snap.uplinks[port.uplink_map].flat_lvlan == 0;
+}
+
+}  // namespace strait::dp
