@@ -3,7 +3,8 @@
 
 Usage: /usr/bin/python3 bench/lifecycle_bench.py BUILD_DIR [--ports N] [--cycles N]
            [--restarts N] [--conns N] [--rule-changes N] [--restart-signal TERM|KILL]
-           [--scenarios control,vif_plugged,restart,control_sg,rule_change]
+           [--sg-groups N] [--sg-rules N] [--sg-changes N]
+           [--scenarios control,vif_plugged,restart,control_sg,rule_change,sg_scale]
            [--out DIR] [--keep]
 
 One straitd (worker on lcore 1, control thread on CPU 0, --no-huge) and
@@ -47,6 +48,18 @@ order (--scenarios picks some):
                        remote_ip_prefix rule and with a remote_group_id rule;
                        a reply comes after the new rules are live in every
                        worker, so the reply time is the time to apply it.
+  sg_scale             (issue 5) the other scenarios' ports unbound; group
+                       scale-all (egress any IPv4, ingress from itself) and
+                       --sg-groups groups scale-gNN of --sg-rules rules each
+                       (tcp/udp ranges from prefixes; every tenth rule from
+                       remote_group_id scale-all), one security_group.create
+                       each; then N ports (scale-all + scale-g(i mod groups),
+                       fixed IPv4 + IPv6) in ONE bulk port.bind: compile of
+                       every group set with an N-member remote group +
+                       publish. Then --sg-changes times: a rule create and
+                       delete in scale-all (every set rebuilt) and a fixed-IP
+                       change of one port (every set re-indexed). show's
+                       compiled sets and build counters go with each result.
 
 Prints a table and writes BUILD_DIR/bench-results/strait-lifecycle-<stamp>.json
 ({"results": [{"switch": "strait", "scenario", "metric", "median_ms", "p50",
@@ -73,7 +86,7 @@ from pathlib import Path
 MAC1, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
 NETWORK = "bench"
 NO_ANCHOR = "no OVS anchor for the lifecycle scenarios yet (issue 8 adds it): nothing compared"
-SCENARIOS = ("control", "vif_plugged", "restart", "control_sg", "rule_change")
+SCENARIOS = ("control", "vif_plugged", "restart", "control_sg", "rule_change", "sg_scale")
 
 # control_sg / rule_change: the security groups and the ports' id range
 SG_DEFAULT, SG_SSH, SG_WEB = "bench-default", "bench-ssh", "bench-web"
@@ -753,6 +766,184 @@ def api_members(sw, gid):
     return g.get("ports", [])
 
 
+# ---- sg_scale (issue 5) --------------------------------------------------------
+
+SG_SCALE_ALL = "scale-all"
+SG_SCALE_PORT_BASE = 0x5f000000   # port_uuid(SG_SCALE_PORT_BASE + i): its own id range
+
+
+def sg_scale_group(g):
+    return f"scale-g{g:02d}"
+
+
+def sg_scale_rules(g, n_rules):
+    """The n_rules rules of scale-gNN: tcp/udp port ranges (single ports and
+    ranges of 4..16) from remote_ip_prefix /24s (IPv4) or /64s (IPv6), and
+    every tenth rule (and the last) an ingress tcp range from remote_group_id
+    scale-all, IPv4 and IPv6 in turn, so each group's set names a remote group
+    of every port. Distinct within the group (nothing merges when compiled);
+    the prefixes differ between groups."""
+    rules = []
+    for k in range(n_rules):
+        seq = g * n_rules + k
+        lo = 1024 + (seq * 16) % 60000
+        hi = lo + (0, 3, 7, 15)[k % 4]
+        if k % 10 == 9 or k == n_rules - 1:
+            eth = "IPv4" if (k // 10) % 2 == 0 else "IPv6"
+            r = _rule("ingress", eth, "tcp", lo, hi, remote=SG_SCALE_ALL)
+        elif k % 5 == 4:
+            r = _rule("ingress", "IPv6", "tcp" if k % 2 == 0 else "udp", lo, hi,
+                      prefix=f"fd{g % 256:02x}:{k:x}::/64")
+        else:
+            r = _rule("ingress" if k % 7 else "egress", "IPv4", "tcp" if k % 2 == 0 else "udp",
+                      lo, hi, prefix=f"10.{seq >> 8 & 0xff}.{seq & 0xff}.0/24")
+        rules.append({"id": f"{sg_scale_group(g)}-{k}", **r})
+    return rules
+
+
+def sg_scale_port_params(i, groups, vdir):
+    """Port i of sg_scale: scale-all and scale-g(i mod groups), fixed IPv4 + IPv6."""
+    p = bind_params(SG_SCALE_PORT_BASE + i, vdir / f"g{i}.sock",
+                    mac=f"02:5f:00:00:{i >> 8 & 0xff:02x}:{i & 0xff:02x}")
+    p["fixed_ips"] = [f"10.201.{(i + 1) >> 8 & 0xff}.{(i + 1) & 0xff}", f"fd00:5f::{i + 1:x}"]
+    p["security_groups"] = [SG_SCALE_ALL, sg_scale_group(i % groups)]
+    return p
+
+
+def sg_show(api):
+    """show's security_groups: compiled sets (count, rules min/max, remote
+    groups) and the build counters."""
+    sg = api.call("show")["security_groups"]
+    sets = sg.get("compiled_sets", [])
+    rules = [s["rules"] for s in sets]
+    return {"groups": sg.get("groups"), "compiled_sets": len(sets),
+            "set_rules_min": min(rules) if rules else None,
+            "set_rules_max": max(rules) if rules else None,
+            "remote_groups": sorted({str(r) for s in sets for r in s.get("remote_groups", [])}),
+            "builds": dict(sg.get("builds", {}))}
+
+
+def builds_delta(before, after):
+    return {k: after["builds"].get(k, 0) - before["builds"].get(k, 0)
+            for k in ("built", "reindexed", "reused")}
+
+
+def scenario_sg_scale(sw, n, n_groups, n_rules, changes, vdir, results):
+    """Issue 5: compile and publish time for n ports in n_groups groups of
+    n_rules rules each, with a remote group of all n ports; then the time to
+    apply one rule change / one membership change to all of them."""
+    api = Api(sw.sock, timeout=600)
+    ensure_network(api)
+    # rte_vhost holds 1024 sockets: every other scenario's ports go first
+    mine = {port_uuid(SG_SCALE_PORT_BASE + i) for i in range(n)}
+    others = [p["id"] for p in api.call("port.list")["ports"] if p["id"] not in mine]
+    api.close()
+    if others:
+        log(f"sg_scale: unbinding the {len(others)} ports of the other scenarios")
+        unbind_all(sw, others)
+    api = Api(sw.sock, timeout=600)
+    got = api.call("security_group.list", {})
+    if isinstance(got, dict):
+        got = got.get("security_groups", [])
+    if any(g["id"] == SG_SCALE_ALL or g["id"].startswith("scale-g") for g in got):
+        raise RuntimeError("sg_scale: scale-* groups exist already (run it on a fresh straitd)")
+    api.call("security_group.create", {
+        "id": SG_SCALE_ALL, "name": SG_SCALE_ALL,
+        "rules": [{"id": f"{SG_SCALE_ALL}-0", **_rule("egress", "IPv4")},
+                  {"id": f"{SG_SCALE_ALL}-1", **_rule("ingress", "IPv4", remote=SG_SCALE_ALL)}]})
+    log(f"sg_scale: creating {n_groups} groups of {n_rules} rules each (one call per group)")
+    create = []
+    t0 = time.monotonic()
+    for g in range(n_groups):
+        body = {"id": sg_scale_group(g), "name": sg_scale_group(g),
+                "rules": sg_scale_rules(g, n_rules)}
+        t = time.monotonic()
+        api.call("security_group.create", body)
+        create.append((time.monotonic() - t) * 1e3)
+    create_total = (time.monotonic() - t0) * 1e3
+    before = sg_show(api)
+    log(f"sg_scale: {n_groups} group creates in {create_total:.0f} ms "
+        f"(p50 {percentile(create, 50):.2f} ms, max {max(create):.2f} ms)")
+    params = [sg_scale_port_params(i, n_groups, vdir) for i in range(n)]
+    log(f"sg_scale: binding {n} ports (scale-all + one of {n_groups} groups each) "
+        "in one bulk port.bind")
+    t = time.monotonic()
+    bound = api.call("port.bind", {"ports": params})["ports"]
+    bind_ms = (time.monotonic() - t) * 1e3
+    if len(bound) != n:
+        raise RuntimeError(f"sg_scale bulk bind: {len(bound)} ports in the reply, not {n}")
+    after_bind = sg_show(api)
+    api.close()
+    check_sg_ports(sw, params)
+    members = len(api_members(sw, SG_SCALE_ALL))
+    common = {"ports": n, "groups": n_groups, "rules_per_group": n_rules,
+              "remote_group_members": members,
+              "remote_group_rules_per_group": sum(1 for r in sg_scale_rules(0, n_rules)
+                                                  if "remote_group_id" in r),
+              "compiled_sets": after_bind["compiled_sets"],
+              "set_rules_min": after_bind["set_rules_min"],
+              "set_rules_max": after_bind["set_rules_max"]}
+    tenth = max(1, n_groups // 10)
+    results.append({"scenario": "sg_scale", "metric": "sg_scale_group_create_ms",
+                    **summary(create), "creates_total_ms": create_total,
+                    # does a create cost more as groups are added? p50 per tenth, in order
+                    "p50_by_tenth": [percentile(create[k * tenth:(k + 1) * tenth], 50)
+                                     for k in range(10) if create[k * tenth:(k + 1) * tenth]],
+                    **common})
+    results.append({"scenario": "sg_scale", "metric": f"sg_scale_bind_{n}_ports_ms",
+                    **summary([bind_ms]), "total_ms": bind_ms, "binds_per_s": n / (bind_ms / 1e3),
+                    "builds_delta": builds_delta(before, after_bind), "show": after_bind,
+                    **common})
+    log(f"sg_scale: {n} ports bound in {bind_ms:.0f} ms: {after_bind['compiled_sets']} compiled "
+        f"sets of {after_bind['set_rules_min']}..{after_bind['set_rules_max']} rules, remote "
+        f"group of {members} members; builds {builds_delta(before, after_bind)}")
+
+    # one rule every set includes: all compiled sets rebuilt, twice per pair
+    api = Api(sw.sock, timeout=600)
+    rc, rd, rc_builds, rd_builds = [], [], [], []
+    log(f"sg_scale: {changes} rule create/delete pairs on {SG_SCALE_ALL} (in every set)")
+    for k in range(changes):
+        rule = {"security_group_id": SG_SCALE_ALL, "direction": "ingress", "ethertype": "IPv4",
+                "protocol": "tcp", "port_range_min": 61000 + k, "port_range_max": 61000 + k,
+                "remote_ip_prefix": "192.0.2.0/24"}
+        s0 = sg_show(api)
+        t = time.monotonic()
+        made = api.call("security_group_rule.create", rule)
+        rc.append((time.monotonic() - t) * 1e3)
+        s1 = sg_show(api)
+        t = time.monotonic()
+        api.call("security_group_rule.delete", {"id": made["id"]})
+        rd.append((time.monotonic() - t) * 1e3)
+        s2 = sg_show(api)
+        rc_builds.append(builds_delta(s0, s1))
+        rd_builds.append(builds_delta(s1, s2))
+    results.append({"scenario": "sg_scale", "metric": "sg_scale_rule_create_ms", **summary(rc),
+                    "builds_per_change": rc_builds[0], "builds_each": rc_builds, **common})
+    results.append({"scenario": "sg_scale", "metric": "sg_scale_rule_delete_ms", **summary(rd),
+                    "builds_per_change": rd_builds[0], "builds_each": rd_builds, **common})
+    log(f"sg_scale: rule create p50 {percentile(rc, 50):.1f} ms max {max(rc):.1f} ms "
+        f"(builds {rc_builds[0]}); delete p50 {percentile(rd, 50):.1f} ms max {max(rd):.1f} ms "
+        f"(builds {rd_builds[0]})")
+
+    # one port's fixed IPv4 changes: the remote group's members change in
+    # every set, the rules do not (re-index only)
+    mc, mc_builds = [], []
+    p0 = params[0]
+    log(f"sg_scale: {changes} fixed-IP changes of one port (a member of {SG_SCALE_ALL})")
+    for k in range(changes):
+        ips = [f"10.202.0.{k + 1}", p0["fixed_ips"][1]]
+        s0 = sg_show(api)
+        t = time.monotonic()
+        api.call("port.update", {"id": p0["id"], "fixed_ips": ips})
+        mc.append((time.monotonic() - t) * 1e3)
+        mc_builds.append(builds_delta(s0, sg_show(api)))
+    api.close()
+    results.append({"scenario": "sg_scale", "metric": "sg_scale_member_change_ms", **summary(mc),
+                    "builds_per_change": mc_builds[0], "builds_each": mc_builds, **common})
+    log(f"sg_scale: member change p50 {percentile(mc, 50):.1f} ms max {max(mc):.1f} ms "
+        f"(builds {mc_builds[0]})")
+
+
 # ---- report --------------------------------------------------------------------
 
 
@@ -778,6 +969,17 @@ def table(results):
                          f"{fmt(r['p50_last_10pct'])} ms")
         if "rule_kind" in r:
             notes.append(f"{r['rule_kind']} rule, group of {r['group_members']} ports")
+        if r.get("scenario") == "sg_scale":
+            if "creates_total_ms" in r:
+                notes.append(f"{r['groups']} groups x {r['rules_per_group']} rules: total "
+                             f"{r['creates_total_ms']:.0f} ms")
+            else:
+                notes.append(f"{r['compiled_sets']} sets of {r['set_rules_max']} rules, remote "
+                             f"group of {r['remote_group_members']}")
+            b = r.get("builds_per_change") or r.get("builds_delta")
+            if b:
+                notes.append(f"built {b['built']}, reindexed {b['reindexed']}, "
+                             f"reused {b['reused']}")
         if "error" in r:
             notes.append("FAILED: " + r["error"])
         out.append(f"{r['scenario']:<33} {r.get('metric', ''):<34} {r.get('samples', 0):>5} "
@@ -807,6 +1009,12 @@ def main():
     ap.add_argument("--conns", type=int, default=8, help="connections of the parallel bind")
     ap.add_argument("--rule-changes", type=int, default=100,
                     help="rule_change: create/delete pairs per rule kind (default 100)")
+    ap.add_argument("--sg-groups", type=int, default=100,
+                    help="sg_scale: groups of --sg-rules rules (default 100)")
+    ap.add_argument("--sg-rules", type=int, default=50,
+                    help="sg_scale: rules per group (default 50)")
+    ap.add_argument("--sg-changes", type=int, default=5,
+                    help="sg_scale: rule create/delete pairs and member changes (default 5)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS),
                     help=f"comma-separated, of {','.join(SCENARIOS)} (default: all)")
     ap.add_argument("--restart-signal", choices=["TERM", "KILL"], default="TERM")
@@ -823,6 +1031,8 @@ def main():
                  f"(known: {','.join(SCENARIOS)})")
     if a.rule_changes < 1:
         ap.error("--rule-changes: at least 1")
+    if a.sg_groups < 1 or a.sg_rules < 1 or a.sg_changes < 1:
+        ap.error("--sg-groups, --sg-rules, --sg-changes: at least 1")
     build = Path(a.build).resolve()
     for t, p in (("straitd", build / "control" / "straitd"),
                  ("strait-gen", build / "bench" / "strait-gen")):
@@ -858,7 +1068,10 @@ def main():
                          ("control_sg", lambda: scenario_control_sg(sw, a.ports, a.conns, vdir,
                                                                     results)),
                          ("rule_change", lambda: scenario_rule_change(sw, a.ports, a.rule_changes,
-                                                                      vdir, results))):
+                                                                      vdir, results)),
+                         ("sg_scale", lambda: scenario_sg_scale(sw, a.ports, a.sg_groups,
+                                                                a.sg_rules, a.sg_changes, vdir,
+                                                                results))):
             if name not in chosen:
                 continue
             try:
@@ -887,6 +1100,8 @@ def main():
            "config": {"ports": a.ports, "cycles": a.cycles, "restarts": a.restarts,
                       "scenarios": chosen, "rule_changes": a.rule_changes,
                       "security_groups": {g: len(r) for g, r in SG_GROUPS.items()},
+                      "sg_scale": {"groups": a.sg_groups, "rules_per_group": a.sg_rules,
+                                   "changes": a.sg_changes},
                       "conns": a.conns, "restart_signal": a.restart_signal,
                       "worker_lcore": a.worker, "memory": "--no-huge",
                       "wall_s": round(time.monotonic() - t_start, 1)},
