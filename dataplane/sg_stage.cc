@@ -69,23 +69,35 @@ SgVerdict established(Conntrack& ct, const Snapshot& s, const Action& a, const F
 
 }  // namespace
 
+void sg_prepare(const Conntrack* ct, const Action& a, const FlowKey& key, const uint8_t* l4,
+                uint32_t l4_len, SgPrepared* p) noexcept {
+  ct_packet_from_key(key, a.lvlan, l4, l4_len, &p->pkt);
+  if (ct != nullptr && p->pkt.kind != CtPacketKind::kUntracked) ct->probe(p->pkt.tuple, &p->probe);
+}
+
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
-                   const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept {
+                   const SgPrepared& p, uint64_t now_ms, uint16_t worker) noexcept {
   if (ct == nullptr) return as_new(a);
-  CtPacket pkt;
-  ct_packet_from_key(key, a.lvlan, l4, l4_len, &pkt);
+  const CtPacket& pkt = p.pkt;
   switch (pkt.kind) {
     case CtPacketKind::kUntracked:
       return as_new(a);
     case CtPacketKind::kRelated:
-      if (ct->lookup(pkt.tuple, now_ms).entry) return pass(true);
+      if (ct->lookup(p.probe, now_ms).entry) return pass(true);
       return open(*ct, s, a, pkt, now_ms, worker);  // never creates
     case CtPacketKind::kConn:
       break;
   }
-  const CtLookup l = ct->lookup(pkt.tuple, now_ms);
+  const CtLookup l = ct->lookup(p.probe, now_ms);
   if (l.entry) return established(*ct, s, a, key, pkt, l, now_ms, worker);
   return open(*ct, s, a, pkt, now_ms, worker);
+}
+
+SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
+                   const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept {
+  SgPrepared p;
+  sg_prepare(ct, a, key, l4, l4_len, &p);
+  return sg_track(s, ct, a, key, p, now_ms, worker);
 }
 
 bool sg_in_connection(const Conntrack* ct, const FlowKey& key, uint16_t zone, const uint8_t* l4,

@@ -42,9 +42,25 @@ struct SgVerdict {
   bool in_connection = false;
 };
 
-// What conntrack makes of one packet whose action has kActTrack. `l4` points
-// at the L4 header (PacketMeta::l4_ofs; null when there is none) with l4_len
-// bytes readable. `worker` < CtConfig::n_workers, one thread per id.
+// A tracked packet's conntrack view and table probe, made ahead of its turn
+// (sg_prepare) so that a burst's bucket cache misses overlap: the worker
+// prepares every tracked packet of a burst, then tracks them in order.
+struct SgPrepared {
+  CtPacket pkt;
+  CtProbe probe;  // of pkt.tuple (kConn, kRelated)
+};
+
+// `l4` points at the L4 header (PacketMeta::l4_ofs; null when there is none)
+// with l4_len bytes readable. Prefetches the entry's buckets.
+void sg_prepare(const Conntrack* ct, const Action& a, const FlowKey& key, const uint8_t* l4,
+                uint32_t l4_len, SgPrepared* p) noexcept;
+
+// What conntrack makes of one packet whose action has kActTrack, prepared by
+// sg_prepare (a create() of an earlier packet of the burst is seen: the
+// lookup happens here). `worker` < CtConfig::n_workers, one thread per id.
+SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
+                   const SgPrepared& p, uint64_t now_ms, uint16_t worker) noexcept;
+// Both at once, for a single packet.
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
                    const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept;
 

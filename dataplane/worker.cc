@@ -92,6 +92,17 @@ uint16_t Worker::poll(const Snapshot& s, const RxQueue& q) noexcept {
   return n;
 }
 
+// The L4 header and the bytes of it in the first segment (conntrack reads
+// ICMP ids and embedded headers there); null when the frame has none.
+static const uint8_t* l4_of(const rte_mbuf* m, const PacketMeta& meta, uint32_t* len) noexcept {
+  if (meta.l4_ofs == 0 || meta.l4_ofs >= rte_pktmbuf_data_len(m)) {
+    *len = 0;
+    return nullptr;
+  }
+  *len = rte_pktmbuf_data_len(m) - meta.l4_ofs;
+  return rte_pktmbuf_mtod_offset(m, const uint8_t*, meta.l4_ofs);
+}
+
 void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
                      uint16_t n) noexcept {
   FlowKey keys[kBurst];
@@ -124,10 +135,14 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
   bump(pc.rx_bytes, bytes);
   bump(stats_->packets, n);
 
+  // Decide every frame, then prepare the tracked ones' conntrack probes
+  // (their bucket misses overlap), then act on each in order.
   uint64_t hits = 0, misses = 0, evictions = 0;
+  Action acts[kBurst];
+  SgPrepared ct[kBurst];
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
-    Action a;
+    Action& a = acts[i];
     if (const Action* cached = cache_.lookup(keys[i], hashes[i], key_bytes, s.generation)) {
       a = *cached;  // copied: a later insert in this burst may reuse the entry
       hits++;
@@ -137,8 +152,16 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
       misses++;
       if (a.flags & kActLearn) learn(s, keys[i], a);
     }
-    execute(s, pkts[i], keys[i], meta[i], a);
+    if ((a.flags & kActTrack) && a.kind != ActionKind::kDrop) {
+      uint32_t l4_len;
+      // Offsets of the frame as received: a VXLAN frame's inner L4 header
+      // stays where it is when execute() strips the outer headers.
+      const uint8_t* l4 = l4_of(pkts[i], meta[i], &l4_len);
+      sg_prepare(shared_->ct, a, keys[i], l4, l4_len, &ct[i]);
+    }
   }
+  for (uint16_t i = 0; i < n; i++)
+    if (ok[i]) execute(s, pkts[i], keys[i], meta[i], acts[i], &ct[i]);
   bump(stats_->cache_hits, hits);
   bump(stats_->cache_misses, misses);
   bump(stats_->cache_evictions, evictions);
@@ -160,17 +183,6 @@ static bool set_vlan(rte_mbuf*& m, bool ingress_tagged, uint16_t egress_vid) noe
   return true;
 }
 
-// The L4 header and the bytes of it in the first segment (conntrack reads
-// ICMP ids and embedded headers there); null when the frame has none.
-static const uint8_t* l4_of(const rte_mbuf* m, const PacketMeta& meta, uint32_t* len) noexcept {
-  if (meta.l4_ofs == 0 || meta.l4_ofs >= rte_pktmbuf_data_len(m)) {
-    *len = 0;
-    return nullptr;
-  }
-  *len = rte_pktmbuf_data_len(m) - meta.l4_ofs;
-  return rte_pktmbuf_mtod_offset(m, const uint8_t*, meta.l4_ofs);
-}
-
 // The meta of a decapsulated frame once its outer headers are gone.
 static PacketMeta inner_meta(const PacketMeta& outer) noexcept {
   PacketMeta m = outer;
@@ -181,7 +193,7 @@ static PacketMeta inner_meta(const PacketMeta& outer) noexcept {
 }
 
 void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
-                     const PacketMeta& rx_meta, const Action& a) noexcept {
+                     const PacketMeta& rx_meta, const Action& a, const SgPrepared* ct) noexcept {
   if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
   if (a.kind == ActionKind::kVtepArp) return vtep_arp(s, m, key);
   PacketMeta meta = rx_meta;
@@ -195,9 +207,7 @@ void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
     return drop(m, key.in_port, DropReason::kMtuExceeded);
   int in_conn = -1;
   if (a.flags & kActTrack) {
-    uint32_t l4_len;
-    const uint8_t* l4 = l4_of(m, meta, &l4_len);
-    const SgVerdict v = sg_track(s, shared_->ct, a, key, l4, l4_len, now_ms_, id_);
+    const SgVerdict v = sg_track(s, shared_->ct, a, key, *ct, now_ms_, id_);
     if (v.drop != DropReason::kNone) return drop(m, key.in_port, v.drop);
     in_conn = v.in_connection;
   }

@@ -24,6 +24,8 @@ struct rte_mbuf;
 
 namespace strait::dp {
 
+struct SgPrepared;
+
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint16_t kMaxLearned = 8192;  // learned-MAC slots, switch-wide
 inline constexpr uint16_t kMaxTxQueues = 64;
@@ -111,8 +113,9 @@ class Worker {
   uint16_t poll(const Snapshot& s, const RxQueue& q) noexcept;
   void process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
                uint16_t n) noexcept;
+  // ct: the packet's conntrack probe (sg_prepare) when a has kActTrack.
   void execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
-               const Action& a) noexcept;
+               const Action& a, const SgPrepared* ct) noexcept;
   // in_conn: -1 unknown (sender not tracked), else whether the packet belongs
   // to a live connection (flood targets with port security).
   void flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
