@@ -113,7 +113,7 @@ class Reader {
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
   if (auto s = r.known_keys(doc, "",
                             {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost",
-                             "metrics", "conntrack", "vtep"});
+                             "metrics", "conntrack", "vtep", "offload"});
       !s) {
     return s;
   }
@@ -369,6 +369,19 @@ Status read_conntrack(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+Status read_offload(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "offload", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "offload", {"rte_flow"}); !s) return s;
+  if (auto n = t->get("rte_flow")) {
+    auto v = r.boolean(*n, "offload.rte_flow");
+    if (!v) return v.error();
+    c.offload_rte_flow = *v;
+  }
+  return ok();
+}
+
 Result<IpAddr> read_ipv4(const Reader& r, const toml::node& n, const std::string& path) {
   auto s = r.string(n, path);
   if (!s) return s.error();
@@ -493,6 +506,9 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("conntrack")) {
     if (auto s = read_conntrack(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("offload")) {
+    if (auto s = read_offload(r, *n, c); !s) return s.error();
   }
   if (auto n = doc.get("vtep")) {  // after [physnets]: it names one
     if (auto s = read_vtep(r, *n, c); !s) return s.error();

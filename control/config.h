@@ -55,6 +55,9 @@ struct Config {
   uint32_t ct_capacity = 262144;
   bool ct_tcp_loose = true;
   std::optional<VtepSettings> vtep;
+  // [offload] rte_flow: physnet NICs that implement rte_flow get rules that
+  // do work of the workers (control/flow_offload.h); false: none are asked.
+  bool offload_rte_flow = true;
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

@@ -27,7 +27,11 @@ constexpr unsigned kMinMbufs = 16384;
 }  // namespace
 
 Switch::Switch(const Config& cfg)
-    : cfg_(cfg), model_(cfg.physnets), publisher_(&shared_), dp_used_(dp::kMaxPorts, false) {
+    : cfg_(cfg),
+      model_(cfg.physnets),
+      publisher_(&shared_),
+      dp_used_(dp::kMaxPorts, false),
+      offload_(cfg.offload_rte_flow) {
   for (uint16_t s = dp::kMaxLearned; s > 0; s--) free_learn_slots_.push_back(s - 1);
   if (cfg.vtep) model_.set_vxlan({true, cfg.vtep->local_ip, cfg.vtep->underlay_mtu});
 }
@@ -164,6 +168,7 @@ Switch::~Switch() {
   // No worker runs: vhost devices can go at once (remove_socket releases any
   // destroy_device waiting for us).
   for (auto& [id, p] : ports_) detach(p);
+  offload_.clear();
   for (auto& [name, u] : uplinks_) close_ethdev(u.dev);
   ports_.clear();
   uplinks_.clear();
@@ -179,6 +184,7 @@ Status Switch::open_physnets() {
     auto idx = alloc_dp();
     Uplink u{DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true}, *dev};
     uplinks_.emplace(name, std::move(u));
+    offload_.add_port(name, dev->port_id, dev->n_rxq);
   }
   return ok();
 }
@@ -212,6 +218,10 @@ void Switch::republish() {
     in.learned.push_back({static_cast<uint16_t>(key >> 48), mac, l.port, l.slot});
   }
   publisher_.publish(build_snapshot(in));
+  // The NIC may drop a VLAN only once no snapshot maps it; a VLAN mapped now
+  // gets its allow rule right away (frames the NIC dropped meanwhile were
+  // unknown_vlan drops anyway).
+  offload_.sync_all(model_);
 }
 
 std::optional<uint16_t> Switch::alloc_dp() {

@@ -18,6 +18,7 @@
 
 #include "control/config.h"
 #include "control/ethdev.h"
+#include "control/flow_offload.h"
 #include "control/libvirt_watcher.h"
 #include "control/model.h"
 #include "control/publisher.h"
@@ -107,6 +108,9 @@ class Switch {
   void port_bind(const nlohmann::json& params, Done done);
   Status bind_all(const std::vector<PortSpec>& specs, bool bulk);
   void log_level(const nlohmann::json& params, Done done);
+  // physnet.restart (switch_offload.cc): the NIC stopped and started with no
+  // worker polling it, its rte_flow rules replayed.
+  void physnet_restart(const nlohmann::json& params, Done done);
   nlohmann::json mempool_json() const;
   void port_unbind(const nlohmann::json& params, Done done);
   // Security groups and port updates (switch_secgroup.cc).
@@ -240,6 +244,8 @@ class Switch {
   std::vector<bool> vtep_used_ = std::vector<bool>(dp::kMaxVteps, false);
   uint64_t vtep_tokens_ = 0;
   std::map<uint32_t, Mac> arp_;  // next hop IPv4 (network order) -> MAC, from ArpEvents
+  FlowOffload offload_;               // the physnet NICs' rte_flow rules, synced at republish
+  std::set<std::string> restarting_;  // physnets in a physnet.restart
 };
 
 }  // namespace strait::ctl

@@ -56,6 +56,7 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   if (method == "tunnel.fdb.delete") return tunnel_fdb_delete(params, std::move(done));
   if (method == "tunnel.flood.set") return tunnel_flood_set(params, std::move(done));
   if (method == "tunnel.show") return tunnel_show(params, std::move(done));
+  if (method == "physnet.restart") return physnet_restart(params, std::move(done));
   if (method == "security_group.list") {
     json groups = json::array();
     for (const auto& [id, g] : model_.security_groups()) groups.push_back(security_group_json(g));
@@ -315,7 +316,8 @@ json Switch::show() const {
   json physnets = json::array();
   for (const auto& [name, u] : uplinks_)
     physnets.push_back({{"name", name}, {"device", u.dev.devargs}, {"dp_port", u.dp.dp},
-                        {"ethdev", u.dev.port_id}, {"state", u.dp.live ? "up" : "down"}});
+                        {"ethdev", u.dev.port_id}, {"state", u.dp.live ? "up" : "down"},
+                        {"flow_offload", offload_.json(name)}});
   json nets = json::array(), ports = json::array();
   for (const auto& [id, n] : model_.networks()) nets.push_back(network_json(n));
   for (const auto& [id, p] : model_.ports()) ports.push_back(port_json(p));

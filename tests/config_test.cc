@@ -463,6 +463,28 @@ TEST(Config, ConntrackErrors) {
             at + "tcp_loose: expected true or false, got integer 1");
 }
 
+// ---- [offload] -------------------------------------------------------------
+
+TEST(Config, OffloadDefaultsAndKeys) {
+  for (const char* text : {"", "[offload]\n"}) {
+    auto r = parse(text);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r->offload_rte_flow);
+  }
+  auto r = parse("[offload]\nrte_flow = false\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->offload_rte_flow);
+}
+
+TEST(Config, OffloadErrors) {
+  const std::string at = "config /etc/strait.toml: offload.";
+  EXPECT_EQ(refusal("offload = true\n"),
+            "config /etc/strait.toml: offload: expected a table, got true");
+  EXPECT_EQ(refusal("[offload]\nflow = true\n"), at + "flow: unknown key (expected rte_flow)");
+  EXPECT_EQ(refusal("[offload]\nrte_flow = \"yes\"\n"),
+            at + "rte_flow: expected true or false, got \"yes\"");
+}
+
 constexpr const char* kUnderlay = "[physnets.underlay]\ndevice = \"net_ring9\"\n";
 
 TEST(Config, NoVtepByDefault) { EXPECT_FALSE(parse("")->vtep.has_value()); }
