@@ -15,8 +15,51 @@ import sys
 
 CEILING = "ceiling"
 OVS = "ovs"
-# scenario with security groups -> the same scenario without them
-SG_BASELINE = {"vlan_sg": "vlan", "vlan_sg_default": "vlan"}
+# scenario with a feature -> the same traffic without it, the first of the
+# list that ran (same run, same switch): the feature's cost as a ratio
+SG_BASELINE = {"vlan_sg": ["vlan"], "vlan_sg_default": ["vlan"]}
+TUNNEL_BASELINE = {"vxlan": ["l2", "vlan"], "vxlan_decap": ["l2", "vlan"]}
+
+
+def feature_ratios(results, baselines):
+    """Each switch's feature scenario against its own plain scenario at the
+    same point (size, flows). Rows only where both ran."""
+    out = []
+    for r in results:
+        if r["scenario"] not in baselines or r["switch"] == CEILING:  # testpmd io: none of them
+            continue
+        base = None
+        for base_sc in baselines[r["scenario"]]:
+            base = next((b for b in results if b["switch"] == r["switch"] and b["scenario"] == base_sc
+                         and b["size"] == r["size"] and b["flows"] == r["flows"]), None)
+            if base is not None:
+                break
+        if base is None:
+            continue
+        med = (r["median_mpps"] / base["median_mpps"]
+               if base["median_mpps"] and r["median_mpps"] is not None else None)
+        q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
+        out.append({"switch": r["switch"], "scenario": r["scenario"], "baseline": base["scenario"],
+                    "size": r["size"], "flows": r["flows"],
+                    "median_mpps": r["median_mpps"], "baseline_median_mpps": base["median_mpps"],
+                    "median_ratio": round(med, 3) if med is not None else None,
+                    "p90_ratio": round(q, 3) if q is not None else None})
+    return out
+
+
+def print_feature_ratios(title, rows, f):
+    if not rows:
+        return
+    print()
+    print(title)
+    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'/ scenario':10} "
+           f"{'Mpps':>8} {'base':>8} {'median':>7} {'p90-1s':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    for x in sorted(rows, key=lambda x: (x["scenario"], x["size"], x["flows"], x["switch"])):
+        print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} "
+              f"{'/ ' + x['baseline']:10} {f(x['median_mpps'], 8)} {f(x['baseline_median_mpps'], 8)} "
+              f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
 
 
 def p90(values):
@@ -209,34 +252,16 @@ def main():
         for x in sorted(ratios, key=lambda x: (x["reference"] != CEILING, x["scenario"], x["size"], x["flows"])):
             print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + x['reference']:18} "
                   f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
-    # The cost of security groups: each switch's SG scenario against its own
-    # plain scenario at the same point (issue 5: "beside the same run without
-    # security groups: print the ratio"). Rows only where both ran.
-    sg_ratios = []
-    for r in results:
-        base_sc = SG_BASELINE.get(r["scenario"])
-        if base_sc is None or r["switch"] == CEILING:   # testpmd io has no security groups
-            continue
-        base = next((b for b in results if b["switch"] == r["switch"] and b["scenario"] == base_sc
-                     and b["size"] == r["size"] and b["flows"] == r["flows"]), None)
-        if base is None:
-            continue
-        med = (r["median_mpps"] / base["median_mpps"]
-               if base["median_mpps"] and r["median_mpps"] is not None else None)
-        q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
-        sg_ratios.append({"switch": r["switch"], "scenario": r["scenario"], "baseline": base_sc,
-                          "size": r["size"], "flows": r["flows"],
-                          "median_ratio": round(med, 3) if med is not None else None,
-                          "p90_ratio": round(q, 3) if q is not None else None})
-    if sg_ratios:
-        print()
-        print("== security groups: each switch against itself without them (same run)")
-        hdr = f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'/ scenario':10} {'median':>7} {'p90-1s':>7}"
-        print(hdr)
-        print("-" * len(hdr))
-        for x in sorted(sg_ratios, key=lambda x: (x["scenario"], x["size"], x["flows"], x["switch"])):
-            print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} "
-                  f"{'/ ' + x['baseline']:10} {f(x['median_ratio'])} {f(x['p90_ratio'])}")
+    # The cost of security groups (issue 5: "beside the same run without
+    # security groups: print the ratio") and of VXLAN encap/decap (issue 6:
+    # "beside the same traffic without tunnel in the same run: print the
+    # ratio"): each switch against itself without the feature.
+    sg_ratios = feature_ratios(results, SG_BASELINE)
+    tunnel_ratios = feature_ratios(results, TUNNEL_BASELINE)
+    print_feature_ratios("== security groups: each switch against itself without them (same run)",
+                         sg_ratios, f)
+    print_feature_ratios("== VXLAN: encap (vxlan) and decap (vxlan_decap) against the same frames "
+                         "without a tunnel (same run)", tunnel_ratios, f)
     if failures:
         print()
         print(f"== {len(failures)} failed reps:")
@@ -249,6 +274,7 @@ def main():
         "results": results,
         "ratios": ratios,
         "sg_ratios": sg_ratios,
+        "tunnel_ratios": tunnel_ratios,
         "machine": m,
         "cores": {
             "switch_forwarding_cpu": int(os.environ.get("B_SW_CPU", 1)),

@@ -14,7 +14,11 @@
 #   --scenarios LIST   default l2; also vlan, vlan_sg (stateful security
 #                      groups: conntrack for every packet, as neutron's
 #                      openvswitch firewall in OVS), vlan_sg_default
-#                      (Strait only: neutron's default group + 20 port rules)
+#                      (Strait only: neutron's default group + 20 port rules),
+#                      vxlan (Strait only: encap, VM -> remote VTEP on the
+#                      underlay) and vxlan_decap (Strait only: VXLAN from a
+#                      remote VTEP -> VM); run them with l2 or vlan for the
+#                      tunnel's cost (ratio printed)
 #   --switches LIST    default ceiling,strait (ceiling = dpdk-testpmd io);
 #                      also ovs (Open vSwitch with DPDK, bench/ovs.sh)
 #   --no-huge          all DPDK processes use --no-huge (memfd) memory
@@ -83,6 +87,9 @@ MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
 PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
 PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
 SG_ID=6b1e0d3c-0000-4000-8000-0000000005e0   # vlan_sg: the ports' security group
+# vxlan/vxlan_decap: straitd's VTEP and the remote one the generator plays
+VNI=5001 VTEP_LOCAL=10.99.0.1 VTEP_REMOTE=10.99.0.2
+NEXT_HOP_MAC=02:00:00:00:00:fe   # static: no ARP on the bench's underlay
 PY=/usr/bin/python3
 GEN=$BUILD/bench/strait-gen
 CALIB=$BUILD/bench/strait-calib
@@ -199,6 +206,27 @@ workers = [$SW_CPU]
 [libvirt]
 enabled = false
 EOF
+    # vxlan/vxlan_decap: the underlay is a physnet whose NIC is one of the
+    # generator's ports (vxlan: the sink, vxlan_decap: the generator). The
+    # underlay MTU is 1550 so that the network's MTU (underlay - 50) is
+    # 1500: the 1518-byte frames pass, as in l2.
+    case "$1" in
+    vxlan|vxlan_decap)
+        local dev=net_vhost1 sock=$3
+        [ "$1" = vxlan_decap ] && { dev=net_vhost0; sock=$2; }
+        cat >> "$STRAIT_DIR/straitd.toml" <<EOF
+
+[physnets.underlay]
+device = "$dev,iface=$sock,client=1,queues=1"
+
+[vtep]
+local_ip = "$VTEP_LOCAL"
+physnet = "underlay"
+next_hop_mac = "$NEXT_HOP_MAC"
+underlay_mtu = 1550
+EOF
+        ;;
+    esac
     taskset -c $GEN_CPU "$STRAITD" --config "$STRAIT_DIR/straitd.toml" -- \
         -l "$GEN_CPU,$SW_CPU" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \
         >> "$log" 2>&1 < /dev/null &   # append: straitctl's output goes to the same log
@@ -266,11 +294,33 @@ EOF
           ctl -o json security-group show $SG_ID
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
+    vxlan)
+        # Encap: port 1 (the generator's tx) is a VM on a vxlan network; the
+        # generator's destination MAC is, by l2population, behind a remote
+        # VTEP, so every frame leaves on the underlay (the sink) in
+        # Ethernet/IPv4/UDP/VXLAN to $VTEP_REMOTE via the static next hop.
+        { ctl network create bench --type vxlan --segmentation-id $VNI &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+          ctl tunnel fdb add bench $MAC2 $VTEP_REMOTE &&
+          echo "=== straitctl -o json tunnel show" && ctl -o json tunnel show
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
+    vxlan_decap)
+        # Decap: the generator plays the remote VTEP on the underlay (port
+        # 1, --vxlan $VNI: the same frames as l2 inside 50 bytes of outer
+        # headers to $VTEP_LOCAL:4789); straitd decapsulates and delivers the
+        # inner frame to the VM on port 2 (MAC2), the sink.
+        { ctl network create bench --type vxlan --segmentation-id $VNI &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ethdev "net_vhost1,iface=$3,client=1,queues=1" &&
+          ctl tunnel fdb add bench $MAC1 $VTEP_REMOTE &&
+          echo "=== straitctl -o json tunnel show" && ctl -o json tunnel show
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
     *) echo "strait: unknown scenario $1"; return 1 ;;
     esac
     return 0
 }
-sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_default) return 0 ;; *) return 1 ;; esac; }
+sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
 # vlan_sg_default's group: neutron's default group + 20 TCP/UDP port rules
 sg_default_json() {
     # explicit rule ids (bench-rN), as neutron's agents send them
@@ -320,6 +370,10 @@ scen_gen_args() { # scenario -> extra strait-gen options
     # plain L2 between two ports, MAC2 announced from port 1; untagged frames
     # as a VM sends them (the switch's access ports do the local VLAN)
     l2|vlan|vlan_sg|vlan_sg_default) echo "--learn" ;;
+    # the remote MAC is known through the FDB (l2population): no learning
+    vxlan) echo "" ;;
+    # the generator is the remote VTEP: the l2 frames inside VXLAN
+    vxlan_decap) echo "--vxlan $VNI --vtep-src $VTEP_REMOTE --vtep-dst $VTEP_LOCAL --outer-src-mac $NEXT_HOP_MAC" ;;
     *) return 1 ;;
     esac
 }
@@ -413,7 +467,7 @@ for sw in "${SW_L[@]}"; do
     fi
 done
 [ ${#ACTIVE[@]} -gt 0 ] || die "no switch can run"
-for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_default)"; done
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_default vxlan vxlan_decap)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
         declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" &&
@@ -478,10 +532,13 @@ npoints=$(( ${#SCEN_L[@]} * ${#SIZE_L[@]} * ${#FLOW_L[@]} ))
 log "strait bench: ${ACTIVE[*]}; ${npoints} points x $REPS reps x ${#ACTIVE[@]} switches, ${WARM}+${DUR} s each; memory: $MEM"
 log "calibration (start): $CALIB_START; CPUs idle before start: $IDLE_START %"
 [ "$IDLE_START" -lt 90 ] && log "WARNING: the machine is busy (only $IDLE_START % idle): numbers will be low and noisy. Busiest: $(ps -eo pcpu,comm --sort=-pcpu --no-headers | head -4 | tr -s ' ' | tr '\n' ',')"
-for sc in "${SCEN_L[@]}"; do
-    for size in "${SIZE_L[@]}"; do
-        for flows in "${FLOW_L[@]}"; do
-            for rep in $(seq "$REPS"); do
+# Scenarios alternate within each rep too (l2, vxlan, l2, vxlan, ...): a
+# scenario's ratio to its baseline (sg_ratios, tunnel_ratios) compares
+# reps taken minutes apart at most, not a whole scenario's run apart.
+for size in "${SIZE_L[@]}"; do
+    for flows in "${FLOW_L[@]}"; do
+        for rep in $(seq "$REPS"); do
+            for sc in "${SCEN_L[@]}"; do
                 for sw in "${ACTIVE[@]}"; do
                     declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" && continue
                     if [ "${FAILS[$sw]:-0}" -ge 2 ]; then

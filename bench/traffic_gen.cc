@@ -18,6 +18,17 @@
 //     --src-mac M     source MAC of generated frames (default 02:00:00:00:00:01)
 //     --dst-mac M     destination MAC (default 02:00:00:00:00:02)
 //     --vlan VID      add an 802.1Q tag (frame size stays --size)
+//     --vxlan VNI     send the frame (--size, untagged) inside VXLAN, as a
+//                     remote VTEP would: outer Ethernet (--outer-src-mac ->
+//                     --outer-dst-mac) / IPv4 (--vtep-src -> --vtep-dst, DF,
+//                     TTL 64) / UDP (sport 49152 + flow % 16384, dport
+//                     --vxlan-port, no checksum) / VXLAN; 50 bytes more on
+//                     the wire than --size. The sink counts what arrives.
+//     --outer-src-mac M (default 02:00:00:00:00:fe)
+//     --outer-dst-mac M (default 02:00:00:00:00:fd)
+//     --vtep-src IP   (default 10.99.0.2)
+//     --vtep-dst IP   (default 10.99.0.1)
+//     --vxlan-port N  (default 4789)
 //     --warmup S      seconds before measuring (default 2)
 //     --duration S    measured seconds (default 5)
 //     --learn         send --learn-pps frames/s from port 1 with src = dst-mac,
@@ -65,7 +76,9 @@
 #include <rte_mempool.h>
 #include <rte_udp.h>
 #include <rte_version.h>
+#include <rte_vxlan.h>
 
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <netinet/in.h>
 
@@ -109,7 +122,21 @@ struct Options {
   unsigned interval_us = 200;
   rte_ether_addr src{{0x02, 0, 0, 0, 0, 0x01}};
   rte_ether_addr dst{{0x02, 0, 0, 0, 0, 0x02}};
+  // --vxlan (-1: off)
+  long vxlan_vni = -1;
+  rte_ether_addr outer_src{{0x02, 0, 0, 0, 0, 0xfe}};
+  rte_ether_addr outer_dst{{0x02, 0, 0, 0, 0, 0xfd}};
+  uint32_t vtep_src = RTE_IPV4(10, 99, 0, 2);  // host order
+  uint32_t vtep_dst = RTE_IPV4(10, 99, 0, 1);
+  unsigned vxlan_port = 4789;
 };
+
+bool parse_ipv4(const char* s, uint32_t* out) {
+  in_addr a{};
+  if (inet_pton(AF_INET, s, &a) != 1) return false;
+  *out = rte_be_to_cpu_32(a.s_addr);
+  return true;
+}
 
 bool parse_mac(const char* s, rte_ether_addr* a) {
   unsigned b[6];
@@ -146,7 +173,8 @@ void usage() {
                "usage: strait-gen <EAL args> -- [--size N] [--flows N] "
                "[--src-mac M] [--dst-mac M] [--vlan VID] [--warmup S] "
                "[--duration S] [--learn] [--learn-pps N] [--burst N] "
-               "[--link-timeout S]\n"
+               "[--link-timeout S] [--vxlan VNI [--outer-src-mac M] [--outer-dst-mac M] "
+               "[--vtep-src IP] [--vtep-dst IP] [--vxlan-port N]]\n"
                "       strait-gen <EAL args> -- --connect-cycles N --vdev-path P "
                "[--hold-ms MS] [--gap-ms MS]\n"
                "       strait-gen <EAL args> -- --gap-watch MS [--interval-us US] "
@@ -155,7 +183,8 @@ void usage() {
 
 int parse_args(int argc, char** argv, Options* o) {
   enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps,
-         kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kHelp };
+         kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kVxlan,
+         kOuterSrc, kOuterDst, kVtepSrc, kVtepDst, kVxlanPort, kHelp };
   static const option opts[] = {
       {"size", required_argument, nullptr, kSize},
       {"flows", required_argument, nullptr, kFlows},
@@ -174,6 +203,12 @@ int parse_args(int argc, char** argv, Options* o) {
       {"gap-ms", required_argument, nullptr, kGap},
       {"gap-watch", required_argument, nullptr, kWatch},
       {"interval-us", required_argument, nullptr, kInterval},
+      {"vxlan", required_argument, nullptr, kVxlan},
+      {"outer-src-mac", required_argument, nullptr, kOuterSrc},
+      {"outer-dst-mac", required_argument, nullptr, kOuterDst},
+      {"vtep-src", required_argument, nullptr, kVtepSrc},
+      {"vtep-dst", required_argument, nullptr, kVtepDst},
+      {"vxlan-port", required_argument, nullptr, kVxlanPort},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   optind = 1;
@@ -200,6 +235,12 @@ int parse_args(int argc, char** argv, Options* o) {
       case kGap: ok = parse_uint(optarg, 60000, &o->gap_ms); break;
       case kWatch: ok = parse_uint(optarg, 60000, &o->watch_gap_ms) && o->watch_gap_ms; break;
       case kInterval: ok = parse_uint(optarg, 1000000, &o->interval_us) && o->interval_us; break;
+      case kVxlan: ok = parse_uint(optarg, (1u << 24) - 1, &u); o->vxlan_vni = u; break;
+      case kOuterSrc: ok = parse_mac(optarg, &o->outer_src); break;
+      case kOuterDst: ok = parse_mac(optarg, &o->outer_dst); break;
+      case kVtepSrc: ok = parse_ipv4(optarg, &o->vtep_src); break;
+      case kVtepDst: ok = parse_ipv4(optarg, &o->vtep_dst); break;
+      case kVxlanPort: ok = parse_uint(optarg, 65535, &o->vxlan_port) && o->vxlan_port; break;
       case kHelp: usage(); std::exit(0);
       default: ok = false;
     }
@@ -220,6 +261,10 @@ int parse_args(int argc, char** argv, Options* o) {
     std::fprintf(stderr, "strait-gen: --connect-cycles needs --vdev-path\n");
     return -1;
   }
+  if (o->vxlan_vni >= 0 && o->vlan >= 0) {
+    std::fprintf(stderr, "strait-gen: --vxlan carries untagged frames: no --vlan with it\n");
+    return -1;
+  }
   const unsigned min_size = o->vlan >= 0 ? 68 : 64;  // room for Eth(+tag)/IPv4/UDP
   if (o->size < min_size) {
     std::fprintf(stderr, "strait-gen: --size must be >= %u\n", min_size);
@@ -230,17 +275,57 @@ int parse_args(int argc, char** argv, Options* o) {
 
 // Frame layout, fixed for the whole run.
 struct Layout {
-  uint16_t len;      // bytes handed to the port (size - FCS)
-  uint16_t l3;       // offset of the IPv4 header
-  uint16_t hdr_len;  // Eth[/VLAN]/IPv4/UDP
-  uint8_t hdr[64];   // header template (checksum field = 0)
-  uint32_t cksum0;   // raw 16-bit sum of the IPv4 header with src = 0, cksum = 0
+  uint16_t len;        // bytes handed to the port (size - FCS, + 50 with --vxlan)
+  uint16_t l3;         // offset of the (inner) IPv4 header
+  uint16_t hdr_len;    // [outer Eth/IPv4/UDP/VXLAN/]Eth[/VLAN]/IPv4/UDP
+  uint16_t outer_udp;  // offset of the outer UDP header (--vxlan), else 0
+  uint8_t hdr[128];    // header template (checksum field = 0)
+  uint32_t cksum0;     // raw 16-bit sum of the IPv4 header with src = 0, cksum = 0
 };
+
+constexpr uint16_t kVxlanOverhead = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) +
+                                    sizeof(rte_udp_hdr) + sizeof(rte_vxlan_hdr);  // 50
+
+// The outer headers of --vxlan at the start of l.hdr, for an inner frame of
+// `inner_len` bytes (without FCS).
+void build_vxlan_outer(const Options& o, uint16_t inner_len, Layout* l) {
+  uint8_t* p = l->hdr;
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
+  rte_ether_addr_copy(&o.outer_dst, &eth->dst_addr);
+  rte_ether_addr_copy(&o.outer_src, &eth->src_addr);
+  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+  const uint16_t ip_len = static_cast<uint16_t>(kVxlanOverhead - sizeof(rte_ether_hdr) + inner_len);
+  ip->version_ihl = RTE_IPV4_VHL_DEF;
+  ip->total_length = rte_cpu_to_be_16(ip_len);
+  ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = rte_cpu_to_be_32(o.vtep_src);
+  ip->dst_addr = rte_cpu_to_be_32(o.vtep_dst);
+  ip->hdr_checksum = rte_ipv4_cksum(ip);  // constant: the outer sport is not in it
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+  udp->src_port = rte_cpu_to_be_16(49152);
+  udp->dst_port = rte_cpu_to_be_16(static_cast<uint16_t>(o.vxlan_port));
+  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(ip_len - sizeof(rte_ipv4_hdr)));
+  udp->dgram_cksum = 0;
+  auto* vx = reinterpret_cast<rte_vxlan_hdr*>(udp + 1);
+  vx->vx_flags = rte_cpu_to_be_32(0x08000000);  // I flag
+  vx->vx_vni = rte_cpu_to_be_32(static_cast<uint32_t>(o.vxlan_vni) << 8);
+  l->outer_udp = static_cast<uint16_t>(reinterpret_cast<uint8_t*>(udp) - p);
+}
 
 Layout build_layout(const Options& o) {
   Layout l{};
-  l.len = static_cast<uint16_t>(o.size - RTE_ETHER_CRC_LEN);
+  const uint16_t inner_len = static_cast<uint16_t>(o.size - RTE_ETHER_CRC_LEN);
+  l.len = inner_len;
   uint8_t* p = l.hdr;
+  if (o.vxlan_vni >= 0) {
+    build_vxlan_outer(o, inner_len, &l);
+    l.len = static_cast<uint16_t>(inner_len + kVxlanOverhead);
+    p += kVxlanOverhead;
+  }
+  const uint16_t base = static_cast<uint16_t>(p - l.hdr);  // start of the (inner) frame
   auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
   rte_ether_addr_copy(&o.dst, &eth->dst_addr);
   rte_ether_addr_copy(&o.src, &eth->src_addr);
@@ -254,9 +339,9 @@ Layout build_layout(const Options& o) {
   } else {
     eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
   }
-  l.l3 = off;
+  l.l3 = static_cast<uint16_t>(base + off);
   auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + off);
-  const uint16_t ip_len = static_cast<uint16_t>(l.len - off);
+  const uint16_t ip_len = static_cast<uint16_t>(inner_len - off);
   ip->version_ihl = RTE_IPV4_VHL_DEF;
   ip->type_of_service = 0;
   ip->total_length = rte_cpu_to_be_16(ip_len);
@@ -275,14 +360,20 @@ Layout build_layout(const Options& o) {
   udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(ip_len - sizeof(rte_ipv4_hdr)));
   udp->dgram_cksum = 0;  // optional in IPv4
   off += sizeof(rte_udp_hdr);
-  l.hdr_len = off;
+  l.hdr_len = static_cast<uint16_t>(base + off);
   return l;
 }
 
 // Flow f (0-based): IPv4 src 10.0.x.y = 10.0.0.0 + ((f + 1) & 0xffff),
-// UDP sport 1024 + ((f + 1) >> 16).  Flow 0 is 10.0.0.1:1024.
+// UDP sport 1024 + ((f + 1) >> 16).  Flow 0 is 10.0.0.1:1024.  With
+// --vxlan, the outer UDP sport is 49152 + ((f + 1) % 16384) (entropy, as a
+// VTEP hashes the inner flow).
 inline void write_headers(uint8_t* d, const Layout& l, uint32_t f) {
   std::memcpy(d, l.hdr, l.hdr_len);
+  if (l.outer_udp) {
+    auto* oudp = reinterpret_cast<rte_udp_hdr*>(d + l.outer_udp);
+    oudp->src_port = rte_cpu_to_be_16(static_cast<uint16_t>(49152 + ((f + 1) & 0x3fff)));
+  }
   auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + l.l3);
   const uint32_t n = f + 1;
   const rte_be32_t src = rte_cpu_to_be_32(RTE_IPV4(10, 0, 0, 0) + (n & 0xffff));
@@ -541,10 +632,10 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("strait-gen: %s; lcore %u; tx port 0 = %s, rx port 1 = %s; size=%u "
-              "(%u on the wire w/o FCS) flows=%u burst=%u vlan=%d learn=%s\n",
+              "(%u on the wire w/o FCS) flows=%u burst=%u vlan=%d learn=%s vxlan=%ld\n",
               rte_version(), rte_lcore_id(), port_name(kTxPort).c_str(),
               port_name(kRxPort).c_str(), o.size, layout.len, o.flows, o.burst,
-              o.vlan, o.learn ? "yes" : "no");
+              o.vlan, o.learn ? "yes" : "no", o.vxlan_vni);
   std::fflush(stdout);
 
   const uint64_t hz = rte_get_tsc_hz();
@@ -593,6 +684,9 @@ int main(int argc, char** argv) {
   const uint32_t flows = o.flows;
   const unsigned burst = o.burst;
   const uint16_t len = layout.len;
+  // What the sink expects: the frame as sent, or its inner frame (--vxlan:
+  // the switch decapsulates). rx_other counts the others.
+  const uint16_t rx_len = static_cast<uint16_t>(o.vxlan_vni >= 0 ? len - kVxlanOverhead : len);
   unsigned loop = 0;
   rte_mbuf* txb[kMaxBurst];
   rte_mbuf* rxb[kMaxBurst];
@@ -623,7 +717,7 @@ int main(int argc, char** argv) {
       rx += n;
       for (uint16_t i = 0; i < n; i++) {
         rx_bytes += rxb[i]->pkt_len;
-        rx_other += rxb[i]->pkt_len != len;
+        rx_other += rxb[i]->pkt_len != rx_len;
       }
       rte_pktmbuf_free_bulk(rxb, n);
       if (n < kMaxBurst) break;
