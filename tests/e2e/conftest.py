@@ -404,6 +404,65 @@ def tshark_fields(path, fields, display_filter=None):
 # ---- the physical network as a veth pair -------------------------------------
 
 
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4  # sll_pkttype of a frame this host sent
+_veth_seq = itertools.count(1)
+
+
+class Veth:
+    """A veth pair: straitd drives `inside` (net_af_packet), the test the
+    other end, `outside`, through a raw AF_PACKET socket: frames as bytes,
+    exactly as they crossed the wire (scapy's socket would decode and
+    re-encode them). The socket's receive buffer is large: a test may read
+    thousands of frames at once. `prefix` keeps interface names apart."""
+
+    def __init__(self, prefix="ve"):
+        tag = f"{os.getpid() % 100000}{next(_veth_seq)}"
+        self.inside = f"{prefix}i{tag}"[:15]
+        self.outside = f"{prefix}o{tag}"[:15]
+        self.sock = None
+
+    def create(self, sock=True):
+        """sock=False: no socket (both ends belong to straitd processes)."""
+        subprocess.run(["ip", "link", "add", self.inside, "type", "veth", "peer", "name",
+                        self.outside], check=True, capture_output=True)
+        for dev in (self.inside, self.outside):
+            # No IPv6 autoconfiguration chatter (MLD, DAD, RS) on the wire.
+            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True, capture_output=True)
+        if sock:
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE (root)
+            s.setsockopt(socket.SOL_SOCKET, 32, 4 << 20)   # SO_SNDBUFFORCE
+            s.bind((self.outside, 0))
+            self.sock = s
+        return self
+
+    def send(self, frames):
+        for f in frames:
+            self.sock.send(f)
+
+    def recv(self, quiet=0.1, timeout=5.0):
+        """Every frame straitd sent since the last call, until the wire has
+        been quiet for `quiet` seconds (the test's own frames excluded)."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([self.sock], [], [], quiet)
+            if not r:
+                break
+            data, addr = self.sock.recvfrom(65536)
+            if addr[2] != PACKET_OUTGOING:
+                out.append(data)
+        return out
+
+    def destroy(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        subprocess.run(["ip", "link", "del", self.inside], capture_output=True)
+
+
 class Wire:
     """A veth pair: straitd drives `inside` (net_af_packet), the test the
     other end through a scapy L2 socket, which receives only what came in

@@ -43,6 +43,7 @@ from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6EchoReply, ICMPv6EchoRe
 from scapy.layers.l2 import ARP, GRE, Ether
 from scapy.packet import Raw
 
+import conftest
 from conftest import Lab, Straitd, config_text, new_mac, unique, uuid_for, wait_for, write_pcap
 
 BCAST = "ff:ff:ff:ff:ff:ff"
@@ -50,61 +51,16 @@ PHYSNET = "physnet:physnet1"
 
 # ---- veth pairs ----------------------------------------------------------------
 
-_veth_seq = itertools.count(1)
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 
 
-class Veth:
-    """A veth pair: straitd drives `inside` (net_af_packet), the test the
-    other end through a raw AF_PACKET socket: frames as bytes, exactly as
-    they crossed the wire (scapy's socket would decode and re-encode them).
-    The socket's receive buffer is large: a test may read thousands of
-    frames at once."""
+class Veth(conftest.Veth):
+    """conftest's raw veth, its frames as Frames."""
 
     def __init__(self):
-        tag = f"{os.getpid() % 100000}{next(_veth_seq)}"
-        self.inside = f"sgi{tag}"[:15]
-        self.outside = f"sgo{tag}"[:15]
-        self.sock = None
-
-    def create(self):
-        subprocess.run(["ip", "link", "add", self.inside, "type", "veth", "peer", "name",
-                        self.outside], check=True, capture_output=True)
-        for dev in (self.inside, self.outside):
-            # No IPv6 autoconfiguration chatter (MLD, DAD, RS) on the wire.
-            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
-            subprocess.run(["ip", "link", "set", dev, "up"], check=True, capture_output=True)
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE (root)
-        s.setsockopt(socket.SOL_SOCKET, 32, 4 << 20)   # SO_SNDBUFFORCE
-        s.bind((self.outside, 0))
-        self.sock = s
-        return self
-
-    def send_raw(self, frames):
-        for f in frames:
-            self.sock.send(f)
+        super().__init__("sg")
 
     def recv(self, quiet=0.1, timeout=5.0):
-        """Every frame straitd sent since the last call, until the wire has
-        been quiet for `quiet` seconds (the test's own frames excluded)."""
-        out = Frames()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([self.sock], [], [], quiet)
-            if not r:
-                break
-            data, addr = self.sock.recvfrom(65536)
-            if addr[2] != PACKET_OUTGOING:
-                out.append(data)
-        return Frames(out)
-
-    def destroy(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        subprocess.run(["ip", "link", "del", self.inside], capture_output=True)
+        return Frames(super().recv(quiet, timeout))
 
 
 # ---- addresses and frames ----------------------------------------------------------
@@ -421,7 +377,7 @@ class Vm(Endpoint):
         all and finished forwarding them."""
         frames = [pad60(f) for f in frames]
         before = self.stats()["rx_packets"]
-        self.veth.send_raw(frames)
+        self.veth.send(frames)
         wait_for(lambda: self.stats()["rx_packets"] >= before + len(frames),
                  what=f"{len(frames)} frames from {self.name}")
         self.env.sync()
@@ -506,7 +462,7 @@ class Env:
         received and forwarded them all."""
         frames = [pad60(f) for f in frames]
         before = self.sw.port_stats(PHYSNET)["rx_packets"]
-        self.wire.send_raw(frames)
+        self.wire.send(frames)
         wait_for(lambda: self.sw.port_stats(PHYSNET)["rx_packets"] >= before + len(frames),
                  what=f"{len(frames)} frames from physnet1")
         self.sync()
@@ -1806,7 +1762,7 @@ def test_syn_flood_fills_conntrack_established_connection_survives(ct_sw):
         rx0 = attacker.stats()["rx_packets"]
         t0 = time.monotonic()
         for i in range(0, FLOOD, 250):  # in bursts the af_packet ring (512 frames) holds
-            attacker.veth.send_raw(flood[i:i + 250])
+            attacker.veth.send(flood[i:i + 250])
             wait_for(lambda: attacker.stats()["rx_packets"] >= rx0 + min(i + 250, FLOOD) - 100,
                      timeout=5, what="the flood taken in")
         last = [-1]

@@ -35,7 +35,7 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
-from conftest import Straitd, config_text, read_pcap_bytes, tshark_fields, uuid_for, wait_for
+from conftest import Straitd, Veth, config_text, read_pcap_bytes, tshark_fields, uuid_for, wait_for
 
 VTEP1, VTEP2 = "10.99.0.1", "10.99.0.2"
 VNI = 5001
@@ -47,62 +47,11 @@ NET_MTU = UNDERLAY_MTU - 50
 BCAST = "ff:ff:ff:ff:ff:ff"
 VXLAN_OVERHEAD = 14 + 20 + 8 + 8
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 
 _seq = itertools.count(1)
 
 
 # ---- veth pairs -------------------------------------------------------------------
-
-
-class Veth:
-    """A veth pair; `a` and `b` its ends. A raw AF_PACKET socket on `b`
-    (when asked for) sends and receives frames as bytes."""
-
-    def __init__(self, tag):
-        n = f"{os.getpid() % 100000}{next(_seq)}"
-        self.a = f"vx{tag}a{n}"[:15]
-        self.b = f"vx{tag}b{n}"[:15]
-        self.sock = None
-
-    def create(self, sock=True):
-        subprocess.run(["ip", "link", "add", self.a, "type", "veth", "peer", "name", self.b],
-                       check=True, capture_output=True)
-        for dev in (self.a, self.b):
-            # No IPv6 autoconfiguration chatter (MLD, DAD, RS) on the wire.
-            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
-            subprocess.run(["ip", "link", "set", dev, "up"], check=True, capture_output=True)
-        if sock:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.setsockopt(socket.SOL_SOCKET, 33, 4 << 20)  # SO_RCVBUFFORCE (root)
-            s.bind((self.b, 0))
-            self.sock = s
-        return self
-
-    def send(self, frames):
-        for f in frames:
-            self.sock.send(f)
-
-    def recv(self, quiet=0.15, timeout=5.0):
-        """Every frame straitd sent to this end since the last call, until
-        the wire has been quiet for `quiet` seconds (our own excluded)."""
-        out = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([self.sock], [], [], quiet)
-            if not r:
-                break
-            data, addr = self.sock.recvfrom(65536)
-            if addr[2] != PACKET_OUTGOING:
-                out.append(data)
-        return out
-
-    def destroy(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        subprocess.run(["ip", "link", "del", self.a], capture_output=True)
 
 
 # ---- frames -----------------------------------------------------------------------
@@ -159,7 +108,7 @@ class Vm:
     def bind(self):
         self.host.sw.call("port.bind", {
             "id": self.id, "network": self.network, "mac": self.mac,
-            "attach": {"type": "ethdev", "devargs": f"{self.dev},iface={self.veth.a}"}})
+            "attach": {"type": "ethdev", "devargs": f"{self.dev},iface={self.veth.inside}"}})
         return self
 
     def unbind(self):
@@ -222,8 +171,8 @@ class Lab:
         self.underlay = Veth("u")
         self.veths.append(self.underlay)
         self.underlay.create(sock=False)
-        self.host1 = Host("host1", self.tmp_factory.mktemp("host1"), VTEP1, self.underlay.a)
-        self.host2 = Host("host2", self.tmp_factory.mktemp("host2"), VTEP2, self.underlay.b)
+        self.host1 = Host("host1", self.tmp_factory.mktemp("host1"), VTEP1, self.underlay.inside)
+        self.host2 = Host("host2", self.tmp_factory.mktemp("host2"), VTEP2, self.underlay.outside)
         for h in (self.host1, self.host2):
             self.hosts.append(h)
             h.sw.start()
@@ -380,8 +329,8 @@ def test_underlay_frames_decode_as_vxlan_in_tshark(lab, tmp_path):
     # Frames host1 sent arrive on host2's end, and the other way round.
     caps = {(VTEP1, VTEP2): tmp_path / "to_host2.pcap", (VTEP2, VTEP1): tmp_path / "to_host1.pcap"}
     procs = []
-    for iface, pcap in ((lab.underlay.b, caps[(VTEP1, VTEP2)]),
-                        (lab.underlay.a, caps[(VTEP2, VTEP1)])):
+    for iface, pcap in ((lab.underlay.outside, caps[(VTEP1, VTEP2)]),
+                        (lab.underlay.inside, caps[(VTEP2, VTEP1)])):
         procs.append(subprocess.Popen(["tshark", "-q", "-i", iface, "-f", "udp", "-F", "pcap",
                                        "-w", str(pcap)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
