@@ -30,8 +30,6 @@ std::vector<std::array<uint8_t, 16>> ct_addresses(const PortSpec& p, const std::
   return out;
 }
 
-uint64_t now_ms() { return rte_rdtsc() / (rte_get_tsc_hz() / 1000); }
-
 }  // namespace
 
 Status Switch::apply(const std::function<Status(Model&)>& change,
@@ -124,7 +122,7 @@ void Switch::port_update(const json& params, Done done) {
 }
 
 void Switch::poll_conntrack() {
-  const uint64_t now = now_ms();
+  const uint64_t now = dp::ct_now_ms();  // the workers' clock
   if (now - ct_last_expire_ms_ < 100) return;
   ct_last_expire_ms_ = now;
   // A slice of the table every 100 ms: all of it every ~5 s, never a long
