@@ -3,6 +3,7 @@
 // live (devices, datapath indexes, learned MACs), the workers, and the
 // publisher. Every API change goes: validate all -> open devices -> commit
 // to the model -> publish one snapshot -> answer after the grace period.
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -151,6 +152,8 @@ class Switch {
   // Conntrack: expiry and deferred reuse on the control tick; the entries of
   // a port's addresses removed once no worker runs the snapshot before now.
   void poll_conntrack();
+  // Queues the flush of a port's addresses (all, or `only`) in zone lvlan for
+  // when the snapshot published now is live everywhere.
   void flush_conntrack_after_grace(const PortSpec& p, uint16_t lvlan,
                                    std::vector<IpAddr> only = {});
   nlohmann::json conntrack_json() const;
@@ -204,6 +207,9 @@ class Switch {
   std::unique_ptr<dp::Conntrack> ct_;
   bool ct_retiring_ = false;  // a batch of removed entries waits for a grace period
   uint64_t ct_last_expire_ms_ = 0;
+  // Addresses whose connections go at the next poll_conntrack, by zone:
+  // their grace period is over.
+  std::map<uint16_t, std::vector<std::array<uint8_t, 16>>> ct_flush_ready_;
   std::unique_ptr<Store> store_;
   dp::DataplaneShared shared_;
   Publisher publisher_;

@@ -122,6 +122,13 @@ void Switch::port_update(const json& params, Done done) {
 }
 
 void Switch::poll_conntrack() {
+  // Addresses whose flush passed its grace period this tick (a libvirt
+  // listing can stop hundreds of ports at once): one table walk per network.
+  for (auto& [zone, addrs] : ct_flush_ready_) {
+    const uint32_t n = ct_->flush_addresses(zone, addrs);
+    if (n) spdlog::info("{} connection(s) of {} address(es) flushed in local VLAN {}", n, addrs.size(), zone);
+  }
+  ct_flush_ready_.clear();
   const uint64_t now = dp::ct_now_ms();  // the workers' clock
   if (now - ct_last_expire_ms_ < 100) return;
   ct_last_expire_ms_ = now;
@@ -141,10 +148,10 @@ void Switch::flush_conntrack_after_grace(const PortSpec& p, uint16_t lvlan, std:
   if (lvlan == 0) return;
   auto addrs = ct_addresses(p, only.empty() ? nullptr : &only);
   // After the snapshot that stopped the port is live: no worker can open a
-  // connection for it again behind the flush.
-  publisher_.after_grace([this, lvlan, addrs = std::move(addrs), id = p.id] {
-    const uint32_t n = ct_->flush_addresses(lvlan, addrs);
-    if (n) spdlog::info("port {}: {} connection(s) flushed", id, n);
+  // connection for it again behind the flush (done by poll_conntrack).
+  publisher_.after_grace([this, lvlan, addrs = std::move(addrs)] {
+    auto& ready = ct_flush_ready_[lvlan];
+    ready.insert(ready.end(), addrs.begin(), addrs.end());
   });
 }
 

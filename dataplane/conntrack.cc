@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 namespace strait::dp {
 namespace {
@@ -681,10 +682,13 @@ uint32_t Conntrack::flush_zone(uint16_t zone) noexcept {
 
 uint32_t Conntrack::flush_addresses(uint16_t zone,
                                     std::span<const std::array<uint8_t, 16>> addrs) noexcept {
-  auto has = [addrs](const uint8_t* a) {
-    for (const auto& x : addrs)
-      if (std::memcmp(x.data(), a, 16) == 0) return true;
-    return false;
+  // Sorted: a batch of many ports' addresses costs a binary search per entry.
+  std::vector<std::array<uint8_t, 16>> sorted(addrs.begin(), addrs.end());
+  std::sort(sorted.begin(), sorted.end());
+  auto has = [&sorted](const uint8_t* a) {
+    std::array<uint8_t, 16> k;
+    std::memcpy(k.data(), a, 16);
+    return std::binary_search(sorted.begin(), sorted.end(), k);
   };
   const uint32_t removed = remove_if(0, bucket_mask_ + 1, [zone, &has](const CtEntry& e, uint64_t) {
     return (e.key.zone & kCtZoneMask) == zone && (has(e.key.lo_addr) || has(e.key.hi_addr));
