@@ -249,13 +249,8 @@ class Explainer {
       return stop(TraceStage::kIngress, DropReason::kNestedVlan,
                   "the inner frame is VLAN-tagged; VXLAN networks carry untagged frames");
     decap_ = true;
-    if (const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_src)) {
-      TraceStep& s = add(TraceStage::kLearn, "");
-      s.hit = true;
-      s.port = e->port;
-      s.learned = e->learn_slot != kNoSlot;
-      s.detail = "source " + mac_str(key_.dl_src) + " already known (" +
-                 (s.learned ? "learned" : "static") + ")";
+    if (known_source(lvlan, "static")) {
+      // refreshed, not learned again
     } else if (v.learning && vtep_index_of(snap_, key_.tun_src) != kNoPort) {
       add(TraceStage::kLearn, "source " + mac_str(key_.dl_src) +
                                   " unknown here: reported to control, learned behind VTEP " +
@@ -340,18 +335,25 @@ class Explainer {
     const Network& net = snap_.networks[lvlan];
     if (!net.present)
       return stop(TraceStage::kNetwork, DropReason::kUnknownVlan, "network not live");
-    if (const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_src)) {
-      TraceStep& s = add(TraceStage::kLearn, "");
-      s.hit = true;
-      s.port = e->port;
-      s.learned = e->learn_slot != kNoSlot;
-      s.detail = "source " + mac_str(key_.dl_src) + " already known (" +
-                 (s.learned ? "learned" : "a bound port's MAC, never moved by learning") + ")";
-    } else {
+    if (!known_source(lvlan, "a bound port's MAC, never moved by learning")) {
       add(TraceStage::kLearn, "source " + mac_str(key_.dl_src) +
                                   " unknown here: reported to control, learned behind this uplink");
     }
     return l2(net, lvlan);
+  }
+
+  // The learning step when the frame's source MAC is in network lvlan's FDB
+  // (`bound`: how a bound port's entry is described); false when it is not.
+  bool known_source(uint16_t lvlan, const char* bound) {
+    const FdbEntry* e = snap_.fdb.find(lvlan, key_.dl_src);
+    if (!e) return false;
+    TraceStep& s = add(TraceStage::kLearn, "");
+    s.hit = true;
+    s.port = e->port;
+    s.learned = e->learn_slot != kNoSlot;
+    s.detail = "source " + mac_str(key_.dl_src) + " already known (" +
+               (s.learned ? "learned" : bound) + ")";
+    return true;
   }
 
   DropReason l2(const Network& net, uint16_t lvlan) {
