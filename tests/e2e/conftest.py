@@ -86,8 +86,10 @@ def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extr
 
 
 class ApiError(Exception):
-    def __init__(self, reply):
-        super().__init__(json.dumps(reply.get("error")))
+    def __init__(self, reply, log_tail=""):
+        """log_tail: straitd's last log lines where they say more (a device
+        error's cause is in DPDK's log)."""
+        super().__init__(json.dumps(reply.get("error")) + (f"\nstraitd log:\n{log_tail}" if log_tail else ""))
         self.reply = reply
         self.code = reply.get("error", {}).get("code")
         self.message = reply.get("error", {}).get("message")
@@ -96,7 +98,8 @@ class ApiError(Exception):
 class Straitd:
     """One straitd process and the ways to talk to it."""
 
-    def __init__(self, tmp: Path, physnets=None, config=None, workers=(1,), eal=()):
+    def __init__(self, tmp: Path, physnets=None, config=None, workers=(1,), eal=(), netns=None):
+        self.netns = netns  # a Netns: straitd runs in it (its veth ends belong there)
         self.tmp = Path(tmp)
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.sock = self.tmp / "api.sock"
@@ -112,9 +115,10 @@ class Straitd:
 
     def start(self):
         self._logf = open(self.log, "w")
+        argv = [str(STRAITD), "--config", str(self.cfg), "--", *EAL_ARGS, *self.eal,
+                "--file-prefix", self.prefix]
         self.proc = subprocess.Popen(
-            [str(STRAITD), "--config", str(self.cfg), "--", *EAL_ARGS, *self.eal,
-             "--file-prefix", self.prefix],
+            self.netns.cmd(*argv) if self.netns else argv,
             stdout=self._logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + READY_TIMEOUT
         while " ready" not in self.log.read_text():
@@ -174,7 +178,10 @@ class Straitd:
         """The result of a request that must succeed (ApiError otherwise)."""
         r = self.request(method, params)
         if not r.get("ok"):
-            raise ApiError(r)
+            tail = ""
+            if r.get("error", {}).get("code") == "device_error":
+                tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
+            raise ApiError(r, tail)
         return r["result"]
 
     # -- straitctl --
@@ -404,6 +411,68 @@ def tshark_fields(path, fields, display_filter=None):
 # ---- the physical network as a veth pair -------------------------------------
 
 
+class Netns:
+    """A network namespace for a second DPDK process that drives veth ends.
+
+    net_af_packet joins every packet socket to the PACKET_FANOUT group
+    (pid ^ ifindex) & 0xffff, and fanout group ids are shared by the whole
+    namespace: two processes in one namespace whose pid and ifindex happen
+    to XOR alike collide, and the second probe fails (EINVAL from the kernel,
+    "probe failed" from straitd). A process with its veth ends in a namespace
+    of its own cannot collide. Loopback is up (the metrics endpoint binds
+    127.0.0.1), IPv6 off for every device moved in (no MLD/DAD/RS chatter).
+    Removed by delete(), or at the end of the session."""
+
+    def __init__(self, tag="ns"):
+        self.name = unique(f"strait-{tag}")
+        subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True)
+        _netns_created.append(self)
+        self.run("sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
+        self.run("ip", "link", "set", "lo", "up")
+
+    def cmd(self, *argv):
+        """argv run inside the namespace (ip netns exec keeps the pid)."""
+        return ["ip", "netns", "exec", self.name, *map(str, argv)]
+
+    def run(self, *argv):
+        return subprocess.run(self.cmd(*argv), check=True, capture_output=True)
+
+    def delete(self):
+        subprocess.run(["ip", "netns", "delete", self.name], capture_output=True)
+
+
+_netns_created = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _netns_cleanup():
+    yield
+    for ns in _netns_created:
+        ns.delete()
+
+
+def veth_pair(inside, outside, netns=None, mtu=None):
+    """A veth pair, both ends up, without IPv6 autoconfiguration chatter
+    (MLD, DAD, RS) on the wire; `inside` in `netns` if given."""
+    subprocess.run(["ip", "link", "add", inside, "type", "veth", "peer", "name", outside],
+                   check=True, capture_output=True)
+    try:
+        if netns is not None:
+            subprocess.run(["ip", "link", "set", inside, "netns", netns.name],
+                           check=True, capture_output=True)
+        for dev, ns in ((inside, netns), (outside, None)):
+            ip = ["ip"] + (["-n", ns.name] if ns else [])
+            if ns is None:
+                Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
+            if mtu:
+                subprocess.run(ip + ["link", "set", dev, "mtu", str(mtu)], check=True,
+                               capture_output=True)
+            subprocess.run(ip + ["link", "set", dev, "up"], check=True, capture_output=True)
+    except Exception:
+        subprocess.run(["ip", "link", "del", outside], capture_output=True)
+        raise
+
+
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4  # sll_pkttype of a frame this host sent
 _veth_seq = itertools.count(1)
@@ -422,14 +491,10 @@ class Veth:
         self.outside = f"{prefix}o{tag}"[:15]
         self.sock = None
 
-    def create(self, sock=True):
-        """sock=False: no socket (both ends belong to straitd processes)."""
-        subprocess.run(["ip", "link", "add", self.inside, "type", "veth", "peer", "name",
-                        self.outside], check=True, capture_output=True)
-        for dev in (self.inside, self.outside):
-            # No IPv6 autoconfiguration chatter (MLD, DAD, RS) on the wire.
-            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
-            subprocess.run(["ip", "link", "set", dev, "up"], check=True, capture_output=True)
+    def create(self, sock=True, netns=None):
+        """sock=False: no socket (both ends belong to straitd processes).
+        netns: the Netns `inside` goes to (that of the process driving it)."""
+        veth_pair(self.inside, self.outside, netns)
         if sock:
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE (root)
@@ -460,7 +525,7 @@ class Veth:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-        subprocess.run(["ip", "link", "del", self.inside], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.outside], capture_output=True)
 
 
 class Wire:
@@ -477,13 +542,10 @@ class Wire:
         self.outside = f"sto{tag}"[:15]
         self.sock = None
 
-    def create(self):
-        subprocess.run(["ip", "link", "add", self.inside, "type", "veth", "peer", "name",
-                        self.outside], check=True, capture_output=True)
-        for dev in (self.inside, self.outside):
-            # No IPv6 autoconfiguration chatter (MLD, DAD, RS) on the wire.
-            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
-            subprocess.run(["ip", "link", "set", dev, "up"], check=True, capture_output=True)
+    def create(self, netns=None, mtu=None):
+        """netns: the Netns `inside` goes to; mtu: of both ends (the kernel's
+        1500 if None)."""
+        veth_pair(self.inside, self.outside, netns, mtu)
         from scapy.config import conf
         self.sock = conf.L2socket(iface=self.outside)
         return self
@@ -509,7 +571,7 @@ class Wire:
     def destroy(self):
         if self.sock is not None:
             self.sock.close()
-        subprocess.run(["ip", "link", "del", self.inside], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.outside], capture_output=True)
 
 
 def veth_available():

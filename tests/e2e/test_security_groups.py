@@ -44,7 +44,7 @@ from scapy.layers.l2 import ARP, GRE, Ether
 from scapy.packet import Raw
 
 import conftest
-from conftest import Lab, Straitd, config_text, new_mac, unique, uuid_for, wait_for, write_pcap
+from conftest import Lab, Netns, Straitd, config_text, new_mac, unique, uuid_for, wait_for, write_pcap
 
 BCAST = "ff:ff:ff:ff:ff:ff"
 PHYSNET = "physnet:physnet1"
@@ -326,7 +326,7 @@ class Vm(Endpoint):
         self.env, self.sw, self.network = env, env.sw, network
         n = next(_port_seq)
         self.id = uuid_for(0x5e0000 + n)
-        self.veth = Veth().create()
+        self.veth = Veth().create(netns=env.sw.netns)
         env.veths.append(self.veth)
         self.devargs = None
         self.new_device()
@@ -1621,7 +1621,9 @@ def test_straitctl_security_group_commands(env):
 
 
 def test_groups_rules_and_port_security_survive_a_restart(straitd_factory, sw):
-    rsw = straitd_factory(name="sgrestart")
+    # A second straitd beside `sw`: a network namespace of its own for it and
+    # its ports (see conftest.Netns).
+    rsw = straitd_factory(name="sgrestart", netns=Netns("sgr"))
     lab = Lab(rsw)
     env = Env(rsw, lab)
     try:
@@ -1685,8 +1687,9 @@ FLOOD = 5000
 @pytest.fixture(scope="module")
 def ct_sw(tmp_path_factory, sw):
     tmp = tmp_path_factory.mktemp("ctfull")
+    # Beside `sw`: a network namespace of its own (see conftest.Netns).
     s = Straitd(tmp, config=config_text(tmp, {}, extra=f"[conntrack]\ncapacity = {CT_CAPACITY}\n"
-                                                      "tcp_loose = false"))
+                                                      "tcp_loose = false"), netns=Netns("ct"))
     s.start()
     yield s
     died = s.proc.poll()

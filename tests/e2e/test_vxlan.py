@@ -35,7 +35,7 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
-from conftest import Straitd, Veth, config_text, read_pcap_bytes, tshark_fields, uuid_for, wait_for
+from conftest import Netns, Straitd, Veth, config_text, read_pcap_bytes, tshark_fields, uuid_for, wait_for
 
 VTEP1, VTEP2 = "10.99.0.1", "10.99.0.2"
 VNI = 5001
@@ -102,7 +102,7 @@ class Vm:
         self.id = uuid_for(0x7c0000 + next(_seq))
         self.veth = Veth("v")
         lab.veths.append(self.veth)  # removed at the end of the module
-        self.veth.create()
+        self.veth.create(netns=host.netns)
         self.dev = f"net_af_packet_vx{next(_seq)}"
 
     def bind(self):
@@ -130,8 +130,8 @@ class Vm:
 
 
 class Host:
-    def __init__(self, name, tmp, local_ip, underlay_dev):
-        self.name, self.local_ip = name, local_ip
+    def __init__(self, name, tmp, local_ip, underlay_dev, netns=None):
+        self.name, self.local_ip, self.netns = name, local_ip, netns
         extra = "\n".join([
             "[vtep]",
             f'local_ip = "{local_ip}"',
@@ -139,7 +139,8 @@ class Host:
             f"underlay_mtu = {UNDERLAY_MTU}",
         ])
         self.sw = Straitd(tmp, config=config_text(
-            tmp, {"underlay": f"net_af_packet_ul{name[-1]},iface={underlay_dev}"}, extra=extra))
+            tmp, {"underlay": f"net_af_packet_ul{name[-1]},iface={underlay_dev}"}, extra=extra),
+            netns=netns)
 
     def call(self, method, params=None):
         return self.sw.call(method, params)
@@ -166,13 +167,19 @@ class Lab:
     def __init__(self, tmp_factory):
         self.tmp_factory = tmp_factory
         self.veths, self.hosts = [], []
+        self.netns2 = None
 
     def setup(self):
+        # host2 in a network namespace of its own, as a second hypervisor is
+        # (and so that the two straitd's net_af_packet fanout groups cannot
+        # collide, see conftest.Netns): the underlay's inner end is its NIC.
+        self.netns2 = Netns("vx")
         self.underlay = Veth("u")
         self.veths.append(self.underlay)
-        self.underlay.create(sock=False)
-        self.host1 = Host("host1", self.tmp_factory.mktemp("host1"), VTEP1, self.underlay.inside)
-        self.host2 = Host("host2", self.tmp_factory.mktemp("host2"), VTEP2, self.underlay.outside)
+        self.underlay.create(sock=False, netns=self.netns2)
+        self.host1 = Host("host1", self.tmp_factory.mktemp("host1"), VTEP1, self.underlay.outside)
+        self.host2 = Host("host2", self.tmp_factory.mktemp("host2"), VTEP2, self.underlay.inside,
+                          netns=self.netns2)
         for h in (self.host1, self.host2):
             self.hosts.append(h)
             h.sw.start()
@@ -226,6 +233,8 @@ class Lab:
                 h.sw.kill()
         for v in self.veths:
             v.destroy()
+        if self.netns2 is not None:
+            self.netns2.delete()
         return problems
 
 
@@ -329,10 +338,10 @@ def test_underlay_frames_decode_as_vxlan_in_tshark(lab, tmp_path):
     # Frames host1 sent arrive on host2's end, and the other way round.
     caps = {(VTEP1, VTEP2): tmp_path / "to_host2.pcap", (VTEP2, VTEP1): tmp_path / "to_host1.pcap"}
     procs = []
-    for iface, pcap in ((lab.underlay.outside, caps[(VTEP1, VTEP2)]),
-                        (lab.underlay.inside, caps[(VTEP2, VTEP1)])):
-        procs.append(subprocess.Popen(["tshark", "-q", "-i", iface, "-f", "udp", "-F", "pcap",
-                                       "-w", str(pcap)],
+    for host, pcap in ((lab.host2, caps[(VTEP1, VTEP2)]), (lab.host1, caps[(VTEP2, VTEP1)])):
+        iface = lab.underlay.inside if host.netns else lab.underlay.outside
+        argv = ["tshark", "-q", "-i", iface, "-f", "udp", "-F", "pcap", "-w", str(pcap)]
+        procs.append(subprocess.Popen(host.netns.cmd(*argv) if host.netns else argv,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         # dumpcap writes the file header once it captures.

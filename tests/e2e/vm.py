@@ -29,7 +29,7 @@ from pathlib import Path
 
 from scapy.layers.l2 import Ether  # noqa: F401  (loads scapy far enough for conf.L2socket)
 
-from conftest import Wire, unique, wait_for
+from conftest import Netns, Wire, unique, wait_for
 
 TESTPMD = shutil.which("dpdk-testpmd") or "/usr/bin/dpdk-testpmd"
 # Below straitd (its control thread must win CPU 0 when it wakes), but not so
@@ -56,6 +56,11 @@ class VM:
         self.name = name
         self.queue_size = queue_size
         self.wire = Wire()
+        # The wire's inner end and testpmd live in a network namespace of
+        # their own: straitd and every other VM drive net_af_packet devices
+        # too, and in one namespace their fanout groups can collide
+        # (conftest.Netns).
+        self.netns = None
         self.prefix = unique("vm")
         self.proc = None
         self.starts = 0
@@ -72,12 +77,9 @@ class VM:
         first, as QEMU does."""
         assert not self.running(), f"{self.name} is already running"
         if self.wire is not None and self.wire.sock is None:
+            self.netns = self.netns or Netns("vm")
             try:
-                self.wire.create()
-                if self.mtu:
-                    for dev in (self.wire.inside, self.wire.outside):
-                        subprocess.run(["ip", "link", "set", "dev", dev, "mtu", str(self.mtu)],
-                                       check=True, capture_output=True)
+                self.wire.create(netns=self.netns, mtu=self.mtu)
             except Exception:
                 self.wire.destroy()
                 raise
@@ -86,7 +88,8 @@ class VM:
         self.starts += 1
         self._signalled = None
         self._logf = open(self.log, "w")
-        self.proc = subprocess.Popen(self._cmd(), stdout=self._logf, stderr=subprocess.STDOUT,
+        cmd = self.netns.cmd(*self._cmd()) if self.netns else self._cmd()
+        self.proc = subprocess.Popen(cmd, stdout=self._logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
         return self
 
@@ -197,6 +200,9 @@ class VM:
                 self.proc.wait()
             if self.wire is not None:
                 self.wire.destroy()
+            if self.netns is not None:
+                self.netns.delete()
+                self.netns = None
 
     # -- frames --
 
