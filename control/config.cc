@@ -160,7 +160,8 @@ Status read_datapath(const Reader& r, const toml::node& node, Config& c) {
   const toml::table* t = r.table(node, "datapath", &err);
   if (!t) return err;
   if (auto s = r.known_keys(*t, "datapath",
-                            {"workers", "flow_cache_entries", "idle_sleep_us", "mac_aging_s"});
+                            {"workers", "flow_cache_entries", "idle_sleep_us", "mac_aging_s",
+                             "rebalance_interval_s", "rebalance_improvement_pct"});
       !s) {
     return s;
   }
@@ -181,6 +182,16 @@ Status read_datapath(const Reader& r, const toml::node& node, Config& c) {
     auto v = r.integer(*n, "datapath.mac_aging_s", 1, 86400);
     if (!v) return v.error();
     c.mac_aging_s = static_cast<uint32_t>(*v);
+  }
+  if (auto n = t->get("rebalance_interval_s")) {
+    auto v = r.integer(*n, "datapath.rebalance_interval_s", 0, 86400);
+    if (!v) return v.error();
+    c.rebalance_interval_s = static_cast<uint32_t>(*v);
+  }
+  if (auto n = t->get("rebalance_improvement_pct")) {
+    auto v = r.integer(*n, "datapath.rebalance_improvement_pct", 1, 100);
+    if (!v) return v.error();
+    c.rebalance_improvement_pct = static_cast<uint32_t>(*v);
   }
   return ok();
 }

@@ -33,6 +33,8 @@ struct Config {
   uint32_t flow_cache_entries = 65536;          // per worker
   uint32_t idle_sleep_us = 0;                   // 0: busy-poll
   uint32_t mac_aging_s = 300;                   // learned physnet MACs expire after this idle time
+  uint32_t rebalance_interval_s = 0;            // automatic rx-queue rebalance; 0: off
+  uint32_t rebalance_improvement_pct = 25;      // ... when the busiest worker gains this much
   std::map<std::string, std::string> physnets;  // name -> device devargs
   // [libvirt]: the instance lifecycle follows this connection's domain events.
   bool libvirt_enabled = true;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "control/model.h"
+#include "dataplane/snapshot.h"
 
 namespace strait::ctl {
 namespace {
@@ -38,7 +39,7 @@ int configure(Ethdev& d, rte_mempool* pool, uint16_t n_workers) {
   rte_eth_conf conf{};
   d.n_rxq = 1;
   if (info.flow_type_rss_offloads && n_workers > 1) {
-    d.n_rxq = std::min<uint16_t>(n_workers, info.max_rx_queues);
+    d.n_rxq = std::min<uint16_t>({n_workers, info.max_rx_queues, dp::kMaxRxQueues});
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_IP & info.flow_type_rss_offloads;
   }

@@ -160,6 +160,16 @@ void render_workers(Exposition& e, const json& stats) {
                w.value(m.key, json()));
     }
   }
+  e.family("strait_worker_stage_cycles_total", "counter",
+           "TSC cycles of busy iterations by pipeline stage (rx, parse, lookup, pipeline, "
+           "actions, tx).");
+  for (const json& w : workers) {
+    const json& stages = w.value("stage_cycles", json::object());
+    for (const auto& [stage, v] : stages.items())
+      e.sample({{"worker", std::to_string(w.value("id", 0u))},
+                {"lcore", std::to_string(w.value("lcore", 0u))}, {"stage", stage}},
+               v);
+  }
   e.family("strait_drops_total", "counter", "Frames dropped by all workers, by reason.");
   drop_samples(e, {}, stats.value("drops", json()));
 }

@@ -17,7 +17,7 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
   // (a guest stopped, an interface detached) once this snapshot is live.
   if (!p.live) return;
   for (uint16_t q = 0; q < p.rxq_worker.size(); q++)
-    s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
+    if (!(p.rxq_paused & (1u << q))) s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
 }
 
 // A vxlan network: its VNI and the VTEPs that get its flooded frames. Its

@@ -23,6 +23,7 @@ struct DpPort {
   bool live = false;                  // device started and usable
   dp::PortKind kind = dp::PortKind::kEthdev;
   int vid = -1;                       // kVhost: the rte_vhost device while it exists
+  uint32_t rxq_paused = 0;            // bit q: queue q is polled by nobody (being moved)
 };
 
 struct LearnedMac {

@@ -259,6 +259,7 @@ void Switch::poll() {
   age_learned();
   poll_cache_dumps();
   poll_conntrack();
+  poll_rebalance(shared_.now_sec.load(std::memory_order_relaxed));
 }
 
 Switch::PortRuntime* Switch::port_by_vhost(const std::string& path, int vid, std::string* id) {
@@ -297,6 +298,7 @@ void Switch::drain_vhost_events() {
       p->dp.vid = ev.vid;
       p->dp.n_txq = nq;
       p->dp.rxq_worker = assign_rx_queues(nq);
+      p->dp.rxq_paused = 0;
       p->dp.live = true;
       spdlog::info("port {}: vhost device {} ready, {} queue pair(s)", id, ev.vid, nq);
       republish();

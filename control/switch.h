@@ -23,6 +23,7 @@
 #include "control/libvirt_watcher.h"
 #include "control/model.h"
 #include "control/publisher.h"
+#include "control/rxq_balance.h"
 #include "control/sg_cache.h"
 #include "control/snapshot_builder.h"
 #include "control/store.h"
@@ -169,6 +170,28 @@ class Switch {
   std::optional<uint16_t> alloc_dp();
   void free_dp(uint16_t dp);
   std::vector<uint16_t> assign_rx_queues(uint16_t n_rxq);
+  // Rx queue loads and their rebalance (switch_rebalance.cc).
+  struct RxqRef {
+    std::string name;  // port id, or physnet:NAME
+    DpPort* port;
+    RxqLoad load;      // cycles since the last rebalance (or start)
+  };
+  struct RebalancePlan {
+    std::vector<RxqRef> queues;
+    std::vector<uint16_t> owner;  // by queue: its worker after the plan
+    std::vector<uint64_t> load_before, load_after;  // by worker
+  };
+  uint64_t rxq_cycles(uint16_t dp, uint16_t q) const;   // all workers, since start
+  uint64_t rxq_packets(uint16_t dp, uint16_t q) const;
+  std::vector<RxqRef> live_rx_queues();
+  void reset_rxq_window();
+  // Owners unchanged unless the plan lowers the busiest worker's load.
+  RebalancePlan plan_rebalance();
+  void workers_rebalance(const nlohmann::json& params, Done done);
+  // Moves the planned queues (two snapshots a grace period apart); `then`
+  // runs once the new workers poll them.
+  void move_rx_queues(const RebalancePlan& plan, std::function<void()> then);
+  void poll_rebalance(uint32_t now_sec);
   std::vector<uint64_t> port_counter_sums(uint16_t dp) const;
   void drain_learn_events();
   // A local VLAN released with its network's last port may be reused by
@@ -216,6 +239,10 @@ class Switch {
   rte_mempool* pool_ = nullptr;
   std::vector<std::unique_ptr<dp::Worker>> workers_;
   std::vector<uint32_t> rxq_load_;  // rx queues owned per worker
+  std::map<uint64_t, uint64_t> rxq_base_;  // (dp << 16 | queue) -> rxq_cycles at the window's start
+  bool rebalancing_ = false;               // queues are being moved
+  uint32_t last_rebalance_sec_ = 0;        // the automatic one's last look
+  uint64_t auto_rebalances_ = 0;
   bool running_ = false;
 
   std::map<std::string, PortRuntime> ports_;  // by port id

@@ -91,6 +91,7 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   if (method == "trace") return trace(params, std::move(done));
   if (method == "cache.dump") return cache_dump(params, std::move(done));
   if (method == "log.level") return log_level(params, std::move(done));
+  if (method == "workers.rebalance") return workers_rebalance(params, std::move(done));
   done(error_reply(invalid("method: unknown method '" + method + "'")));
 }
 
@@ -310,7 +311,8 @@ json Switch::show() const {
   for (const auto& w : workers_) {
     json rxq = json::array();
     for (const dp::RxQueue& q : s->rx_by_worker[w->id()])
-      rxq.push_back({{"port", q.port}, {"queue", q.queue}});
+      rxq.push_back({{"port", q.port}, {"queue", q.queue}, {"cycles", rxq_cycles(q.port, q.queue)},
+                     {"packets", rxq_packets(q.port, q.queue)}});
     workers.push_back({{"id", w->id()}, {"lcore", w->lcore()}, {"rx_queues", rxq}});
   }
   json physnets = json::array();
@@ -325,7 +327,10 @@ json Switch::show() const {
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
           {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()},
           {"mempool", mempool_json()}, {"conntrack", conntrack_json()},
-          {"security_groups", sg_json()}};
+          {"security_groups", sg_json()},
+          {"rebalance", {{"interval_s", cfg_.rebalance_interval_s},
+                         {"improvement_pct", cfg_.rebalance_improvement_pct},
+                         {"automatic", auto_rebalances_}, {"in_progress", rebalancing_}}}};
 }
 
 // The packet buffers: sized at start from workers and physnets (not OVS's
@@ -358,7 +363,18 @@ json Switch::stats() const {
       drops[r] = dp::read(st.drops[r]);
       total[r] += drops[r];
     }
-    workers.push_back({{"id", w->id()}, {"lcore", w->lcore()}, {"packets", dp::read(st.packets)},
+    // Cycles by stage, and per received frame (what OVS's pmd-perf-show
+    // and VPP's `show runtime` tell: where a frame's cycles go).
+    const uint64_t packets = dp::read(st.packets);
+    json stages = json::object(), per_packet = json::object();
+    for (unsigned i = 0; i < dp::kNumStages; i++) {
+      const uint64_t c = dp::read(st.stage_cycles[i]);
+      stages[dp::kStageNames[i]] = c;
+      per_packet[dp::kStageNames[i]] = packets ? double(c) / double(packets) : 0.0;
+    }
+    per_packet["busy"] = packets ? double(dp::read(st.busy_cycles)) / double(packets) : 0.0;
+    workers.push_back({{"id", w->id()}, {"lcore", w->lcore()}, {"packets", packets},
+                       {"stage_cycles", stages}, {"cycles_per_packet", per_packet},
                        {"iterations", dp::read(st.iterations)},
                        {"busy_cycles", dp::read(st.busy_cycles)},
                        {"idle_cycles", dp::read(st.idle_cycles)},

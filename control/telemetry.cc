@@ -169,6 +169,11 @@ int cmd_workers(const char*, const char*, rte_tel_data* d) {
   Column drops(RTE_TEL_U64_VAL);
   for (const json& w : workers) drops.add(drops_total(w["drops"]));
   drops.move_to(d, "drops");
+  for (unsigned i = 0; i < dp::kNumStages; i++) {
+    Column c(RTE_TEL_U64_VAL);
+    for (const json& w : workers) c.add(u64(w["stage_cycles"], dp::kStageNames[i]));
+    c.move_to(d, (std::string("cycles_") + dp::kStageNames[i]).c_str());
+  }
   return 0;
 }
 

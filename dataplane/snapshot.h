@@ -31,6 +31,7 @@ enum class PortKind : uint8_t {
 };
 
 inline constexpr uint16_t kMaxVhostQueues = 16;  // queue pairs used per vhost port
+inline constexpr uint16_t kMaxRxQueues = kMaxVhostQueues;  // rx queues polled per port
 
 enum class NetType : uint8_t { kLocal, kFlat, kVlan, kVxlan };
 

@@ -18,9 +18,22 @@ inline void bump(Counter& c, uint64_t n = 1) {
 }
 inline uint64_t read(const Counter& c) { return c.load(std::memory_order_relaxed); }
 
+// Where a worker's busy cycles go, burst by burst: the rx burst call; parsing;
+// flow-cache lookups; the pipeline on misses; actions (conntrack, rewrites,
+// copies, tx buffering, and a tx burst when a buffer fills); the tx bursts
+// that flush after each rx burst.
+enum class Stage : uint8_t { kRx, kParse, kLookup, kPipeline, kActions, kTx };
+inline constexpr unsigned kNumStages = 6;
+inline constexpr const char* kStageNames[kNumStages] = {"rx",       "parse",   "lookup",
+                                                        "pipeline", "actions", "tx"};
+
 struct PortCounters {
   Counter rx_packets{0}, rx_bytes{0}, tx_packets{0}, tx_bytes{0};
   Counter drops[kNumDropReasons] = {};
+  // Per rx queue of the port: the cycles of the bursts read from it (rx to
+  // tx flush) and their packets: the load a queue puts on whoever polls it.
+  Counter rxq_cycles[kMaxRxQueues] = {};
+  Counter rxq_packets[kMaxRxQueues] = {};
 };
 
 struct alignas(64) WorkerStats {
@@ -31,6 +44,7 @@ struct alignas(64) WorkerStats {
   Counter cache_hits{0}, cache_misses{0}, cache_evictions{0};
   Counter learn_events_lost{0};  // up-queue full
   Counter generation{0};    // last snapshot generation this worker forwarded by
+  Counter stage_cycles[kNumStages] = {};  // busy_cycles by Stage (the rest: loop overhead)
   Counter drops[kNumDropReasons] = {};
   PortCounters ports[kMaxPorts];  // by datapath port index
 };

@@ -55,8 +55,8 @@ int Worker::run() noexcept {
       // old entries could look current again.
       if (s->generation < last_gen) cache_.clear();
       last_gen = s->generation;
-      for (const RxQueue& q : s->rx_by_worker[id_]) moved += poll(*s, q);
-      flush_all(*s);
+      uint64_t t = prev;  // one rdtsc per poll, chained from poll to poll
+      for (const RxQueue& q : s->rx_by_worker[id_]) moved += poll(*s, q, &t);
       stats_->generation.store(s->generation, std::memory_order_relaxed);
     }
     dump_.serve(cache_, last_gen);  // between bursts, and before any nap
@@ -79,7 +79,7 @@ int Worker::run() noexcept {
   return 0;
 }
 
-uint16_t Worker::poll(const Snapshot& s, const RxQueue& q) noexcept {
+uint16_t Worker::poll(const Snapshot& s, const RxQueue& q, uint64_t* tsc) noexcept {
   const PortEntry* p = s.port(q.port);
   if (!p) return 0;
   rte_mbuf* pkts[kBurst];
@@ -88,7 +88,22 @@ uint16_t Worker::poll(const Snapshot& s, const RxQueue& q) noexcept {
   uint16_t n = p->kind == PortKind::kVhost
                    ? rte_vhost_dequeue_burst(p->vid, 2 * q.queue + 1, shared_->pool, pkts, kBurst)
                    : rte_eth_rx_burst(p->ethdev, q.queue, pkts, kBurst);
-  if (n) process(s, *p, q.port, pkts, n);
+  const uint64_t t_rx = rte_rdtsc();
+  if (n == 0) {
+    *tsc = t_rx;  // an empty poll is idle time, nobody's load
+    return 0;
+  }
+  bump(stats_->stage_cycles[unsigned(Stage::kRx)], t_rx - *tsc);
+  const uint64_t t_act = process(s, *p, q.port, pkts, n, t_rx);
+  // What this queue's frames left in tx buffers goes now: its cycles are
+  // the queue's (and the next queue's frames do not wait behind them).
+  flush_all(s);
+  const uint64_t t_tx = rte_rdtsc();
+  bump(stats_->stage_cycles[unsigned(Stage::kTx)], t_tx - t_act);
+  PortCounters& pc = stats_->ports[q.port];
+  bump(pc.rxq_cycles[q.queue], t_tx - *tsc);
+  bump(pc.rxq_packets[q.queue], n);
+  *tsc = t_tx;
   return n;
 }
 
@@ -103,8 +118,8 @@ static const uint8_t* l4_of(const rte_mbuf* m, const PacketMeta& meta, uint32_t*
   return rte_pktmbuf_mtod_offset(m, const uint8_t*, meta.l4_ofs);
 }
 
-void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
-                     uint16_t n) noexcept {
+uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx,
+                         rte_mbuf** pkts, uint16_t n, uint64_t tsc) noexcept {
   FlowKey keys[kBurst];
   PacketMeta meta[kBurst];
   uint32_t hashes[kBurst];
@@ -134,10 +149,11 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
   bump(pc.rx_packets, n);
   bump(pc.rx_bytes, bytes);
   bump(stats_->packets, n);
+  const uint64_t t_parsed = rte_rdtsc();
 
   // Decide every frame, then prepare the tracked ones' conntrack probes
   // (their bucket misses overlap), then act on each in order.
-  uint64_t hits = 0, misses = 0, evictions = 0;
+  uint64_t hits = 0, misses = 0, evictions = 0, pipeline_cycles = 0;
   Action acts[kBurst];
   SgPrepared ct[kBurst];
   for (uint16_t i = 0; i < n; i++) {
@@ -147,12 +163,18 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
       a = *cached;  // copied: a later insert in this burst may reuse the entry
       hits++;
     } else {
+      const uint64_t t_miss = rte_rdtsc();
       a = pipeline_decide(s, keys[i]);
       evictions += cache_.insert(keys[i], hashes[i], key_bytes, s.generation, a);
       misses++;
       if (a.flags & kActLearn) learn(s, keys[i], a);
+      pipeline_cycles += rte_rdtsc() - t_miss;
     }
-    if ((a.flags & kActTrack) && a.kind != ActionKind::kDrop) {
+  }
+  const uint64_t t_decided = rte_rdtsc();
+  for (uint16_t i = 0; i < n; i++) {
+    const Action& a = acts[i];
+    if (ok[i] && (a.flags & kActTrack) && a.kind != ActionKind::kDrop) {
       uint32_t l4_len;
       // Offsets of the frame as received: a VXLAN frame's inner L4 header
       // stays where it is when execute() strips the outer headers.
@@ -162,9 +184,16 @@ void Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rt
   }
   for (uint16_t i = 0; i < n; i++)
     if (ok[i]) execute(s, pkts[i], keys[i], meta[i], acts[i], &ct[i]);
+  const uint64_t t_done = rte_rdtsc();
   bump(stats_->cache_hits, hits);
   bump(stats_->cache_misses, misses);
   bump(stats_->cache_evictions, evictions);
+  Counter* st = stats_->stage_cycles;
+  bump(st[unsigned(Stage::kParse)], t_parsed - tsc);
+  bump(st[unsigned(Stage::kLookup)], t_decided - t_parsed - pipeline_cycles);
+  bump(st[unsigned(Stage::kPipeline)], pipeline_cycles);
+  bump(st[unsigned(Stage::kActions)], t_done - t_decided);
+  return t_done;
 }
 
 // Rewrites the frame's outer tag for the egress port: the ingress frame is

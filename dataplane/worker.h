@@ -110,9 +110,12 @@ class Worker {
   };
 
   int run() noexcept;
-  uint16_t poll(const Snapshot& s, const RxQueue& q) noexcept;
-  void process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
-               uint16_t n) noexcept;
+  // tsc: the TSC when the poll began; set to when it ended (stage cycles
+  // and the queue's load are counted between the two).
+  uint16_t poll(const Snapshot& s, const RxQueue& q, uint64_t* tsc) noexcept;
+  // tsc: when the burst was read; returns the TSC after its actions.
+  uint64_t process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
+                   uint16_t n, uint64_t tsc) noexcept;
   // ct: the packet's conntrack probe (sg_prepare) when a has kActTrack.
   void execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
                const Action& a, const SgPrepared* ct) noexcept;

@@ -29,6 +29,8 @@ json stats_reply() {
       {"id": 0, "lcore": 1, "packets": 13, "iterations": 99, "busy_cycles": 5000,
        "idle_cycles": 18446744073709551615, "cache_hits": 8, "cache_misses": 2,
        "cache_evictions": 0, "learn_events_lost": 0, "generation": 7,
+       "stage_cycles": {"rx": 100, "parse": 200, "lookup": 300, "pipeline": 400,
+                        "actions": 500, "tx": 600},
        "drops": {"mtu_exceeded": 1}}],
     "drops": {"mtu_exceeded": 1, "tagged_on_access_port": 2, "unknown_vlan": 2}})");
 }
@@ -70,6 +72,11 @@ TEST(Metrics, WorkerAndSwitchFamilies) {
   const std::string text = render_metrics(stats_reply(), show_reply());
   EXPECT_THAT(text, HasSubstr("# TYPE strait_worker_busy_cycles_total counter\n"
                               "strait_worker_busy_cycles_total{worker=\"0\",lcore=\"1\"} 5000\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE strait_worker_stage_cycles_total counter\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "strait_worker_stage_cycles_total{worker=\"0\",lcore=\"1\",stage=\"pipeline\"} 400\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "strait_worker_stage_cycles_total{worker=\"0\",lcore=\"1\",stage=\"tx\"} 600\n"));
   // Counters are uint64: printed whole, not as a rounded double.
   EXPECT_THAT(text, HasSubstr("strait_worker_idle_cycles_total{worker=\"0\",lcore=\"1\"} "
                               "18446744073709551615\n"));

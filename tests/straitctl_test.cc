@@ -546,6 +546,16 @@ TEST_F(StraitctlArgs, CacheDump) {
   EXPECT_EQ(parse({"cache"}).rc, kExitUsage);
 }
 
+TEST_F(StraitctlArgs, WorkersRebalance) {
+  auto r = parse({"workers", "rebalance"});
+  ASSERT_EQ(r.rc, -1) << r.err;
+  EXPECT_EQ(r.inv.method, "workers.rebalance");
+  EXPECT_EQ(r.inv.params, json({{"dry_run", false}}));
+  EXPECT_EQ(parse({"workers", "rebalance", "--dry-run"}).inv.params, json({{"dry_run", true}}));
+  EXPECT_EQ(parse({"workers"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"workers", "rebalance", "now"}).rc, kExitUsage);
+}
+
 TEST(StraitctlRender, TraceStepsVerdictAndOutputs) {
   json t = json::parse(R"J({"generation": 5, "in_port": {"dp_port": 1, "name": "u1"},
     "frame": {"length": 60, "hex": "00"},

@@ -45,13 +45,14 @@ struct Args {
   // tunnel: a remote VTEP, or the flood list.
   std::string vtep;
   std::vector<std::string> vteps;
+  bool dry_run = false;  // workers rebalance
 };
 
 struct Commands {
   CLI::App *net_create, *net_delete, *net_list;
   CLI::App *port_bind, *port_unbind, *port_list, *port_show;
   CLI::App *show, *stats, *call, *events;
-  CLI::App *trace = nullptr, *cache_dump = nullptr;
+  CLI::App *trace = nullptr, *cache_dump = nullptr, *rebalance = nullptr;
   CLI::App* port_update = nullptr;
   CLI::App *sg_create = nullptr, *sg_delete = nullptr, *sg_list = nullptr, *sg_show = nullptr;
   CLI::App *rule_create = nullptr, *rule_delete = nullptr;
@@ -334,6 +335,11 @@ void add_inspect_commands(CLI::App& app, Args& a, Commands& c) {
   cache->require_subcommand(1);
   c.cache_dump = cache->add_subcommand("dump", "The live flow-cache entries of the workers");
   c.cache_dump->add_option("-w,--worker", a.worker, "Only this worker (default: all)");
+  CLI::App* workers = app.add_subcommand("workers", "Poll-mode workers");
+  workers->require_subcommand(1);
+  c.rebalance = workers->add_subcommand(
+      "rebalance", "Move rx queues between workers by the cycles measured on them");
+  c.rebalance->add_flag("--dry-run", a.dry_run, "Only print the moves it would make");
 }
 
 // trace's params: the frame as hex, or the header fields given.
@@ -424,6 +430,10 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.method = "trace";
     inv.view = View::kTrace;
     p = trace_params(a);
+  } else if (c.rebalance && c.rebalance->parsed()) {
+    inv.method = "workers.rebalance";
+    inv.view = View::kRaw;
+    p = {{"dry_run", a.dry_run}};
   } else if (c.cache_dump && c.cache_dump->parsed()) {
     inv.method = "cache.dump";
     inv.view = View::kCacheDump;

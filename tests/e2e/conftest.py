@@ -62,9 +62,10 @@ def wait_for(cond, timeout=5.0, interval=0.02, what="condition"):
 
 
 def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extra="",
-                libvirt_uri=None) -> str:
+                libvirt_uri=None, datapath="") -> str:
     """straitd's config for a test. libvirt_uri None: no libvirt watcher (the
-    host's libvirtd, if any, is not the test's business)."""
+    host's libvirtd, if any, is not the test's business). datapath: more
+    lines of the [datapath] table."""
     lines = [
         f'state_dir = "{tmp / "state"}"',
         f'api_socket = "{tmp / "api.sock"}"',
@@ -72,6 +73,7 @@ def config_text(tmp: Path, physnets: dict, workers=(1,), idle_sleep_us=100, extr
         "[datapath]",
         f"workers = [{', '.join(str(w) for w in workers)}]",
         f"idle_sleep_us = {idle_sleep_us}",
+        datapath,
     ]
     for name, dev in physnets.items():
         lines += [f"[physnets.{name}]", f'device = "{dev}"']
