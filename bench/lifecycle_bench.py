@@ -5,6 +5,7 @@ Usage: /usr/bin/python3 bench/lifecycle_bench.py BUILD_DIR [--ports N] [--cycles
            [--restarts N] [--conns N] [--rule-changes N] [--restart-signal TERM|KILL]
            [--sg-groups N] [--sg-rules N] [--sg-changes N]
            [--scenarios control,vif_plugged,restart,control_sg,rule_change,sg_scale]
+           [--control-sg-modes sequential,parallel,bulk] [--rule-first-packet] [--lock-held]
            [--out DIR] [--keep]
 
 One straitd (worker on lcore 1, control thread on CPU 0, --no-huge) and
@@ -64,8 +65,10 @@ order (--scenarios picks some):
 Prints a table and writes BUILD_DIR/bench-results/strait-lifecycle-<stamp>.json
 ({"results": [{"switch": "strait", "scenario", "metric", "median_ms", "p50",
 "p99", "min", "max", "samples", ...}], ...}); the last line printed is its
-path. There is no OVS anchor for these scenarios yet (issue 8 adds one):
-nothing is compared.
+path. Nothing is compared here: bench/run.sh runs control_sg (bulk only,
+--control-sg-modes bulk) and rule_change per rep beside OVS-DPDK and prints
+the Strait/OVS ratio (issue 8); it holds /tmp/strait-bench.lock itself and
+passes --lock-held.
 """
 import argparse
 import fcntl
@@ -85,7 +88,9 @@ from pathlib import Path
 
 MAC1, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
 NETWORK = "bench"
-NO_ANCHOR = "no OVS anchor for the lifecycle scenarios yet (issue 8 adds it): nothing compared"
+NO_ANCHOR = ("nothing compared here; bench/run.sh runs control_sg (bulk) and rule_change "
+             "beside OVS-DPDK (ovs-vsctl/ovs-ofctl) and prints the Strait/OVS ratio")
+CONTROL_SG_MODES = ("sequential", "parallel", "bulk")
 SCENARIOS = ("control", "vif_plugged", "restart", "control_sg", "rule_change", "sg_scale")
 
 # control_sg / rule_change: the security groups and the ports' id range
@@ -653,7 +658,10 @@ def check_sg_ports(sw, params):
                            f"port_security_enabled={got.get('port_security_enabled')}")
 
 
-def scenario_control_sg(sw, n, conns, vdir, results):
+def scenario_control_sg(sw, n, conns, vdir, results, modes=CONTROL_SG_MODES):
+    """N ports with security groups: one call at a time (sequential), over
+    `conns` connections (parallel) and in one bulk port.bind (bulk); `modes`
+    picks some (bench/run.sh: bulk only, its control_N_ports point)."""
     api = Api(sw.sock)
     ensure_network(api)
     # rte_vhost holds 1024 sockets: the plain ports of control_N_ports go first
@@ -671,8 +679,32 @@ def scenario_control_sg(sw, n, conns, vdir, results):
               "groups_per_port": 2, "fixed_ips_per_port": 2}
     params = [sg_port_params(i, vdir) for i in range(n)]
     ids = [p["id"] for p in params]
-    log(f"control_sg: binding {n} ports with security groups ({len(SG_GROUPS)} groups, "
-        f"{n_rules} rules, a self-referencing remote group), one call at a time")
+    unbind_ms = None
+    if "sequential" in modes:
+        unbind_ms = control_sg_sequential(sw, n, params, results, common)
+    if "parallel" in modes:
+        control_sg_parallel(sw, n, conns, params, results, common, unbind_ms)
+    if "bulk" not in modes:
+        return
+    log(f"control_sg: binding {n} ports with security groups in one bulk port.bind")
+    api = Api(sw.sock)
+    t0 = time.monotonic()
+    bound = api.call("port.bind", {"ports": params})["ports"]
+    total = (time.monotonic() - t0) * 1e3
+    api.close()
+    if len(bound) != n:
+        raise RuntimeError(f"bulk bind: {len(bound)} ports in the reply, not {n}")
+    check_sg_ports(sw, params)
+    results.append({"scenario": f"control_{n}_ports_sg", "metric": "bulk_bind_total_ms",
+                    **summary([total]), "total_ms": total, "binds_per_s": n / (total / 1e3),
+                    "values_ms": [total], **common})
+    log(f"control_sg: {n} ports with security groups in one bulk bind: {total:.0f} ms")
+
+
+def control_sg_sequential(sw, n, params, results, common):
+    ids = [p["id"] for p in params]
+    log(f"control_sg: binding {n} ports with security groups ({common['groups']} groups, "
+        f"{common['rules']} rules, a self-referencing remote group), one call at a time")
     lat, total = bind_sequential(sw, params)
     check_sg_ports(sw, params)
     tenth = max(1, n // 10)
@@ -688,34 +720,27 @@ def scenario_control_sg(sw, n, conns, vdir, results):
     log(f"control_sg: {n} binds in {total:.0f} ms (p50 {percentile(lat, 50):.2f} ms, first 10 % "
         f"{percentile(lat[:tenth], 50):.2f} ms, last 10 % {percentile(lat[-tenth:], 50):.2f} ms); "
         "unbinding them")
-    unbind_ms = unbind_all(sw, ids)
-    log(f"control_sg: {n} unbinds in {unbind_ms:.0f} ms; binding them over {conns} connections")
+    return unbind_all(sw, ids)
+
+
+def control_sg_parallel(sw, n, conns, params, results, common, unbind_ms=None):
+    ids = [p["id"] for p in params]
+    log(f"control_sg: binding {n} ports with security groups over {conns} connections")
     total = bind_parallel(sw, params, conns)
     check_sg_ports(sw, params)
     results.append({"scenario": f"control_{n}_ports_sg_parallel", "metric": "all_binds_total_ms",
                     **summary([total]), "total_ms": total, "connections": conns,
-                    "binds_per_s": n / (total / 1e3), "unbind_sequential_total_ms": unbind_ms,
-                    **common})
+                    "binds_per_s": n / (total / 1e3), **common})
+    if unbind_ms is not None:   # the sequential binds' unbind, before these binds
+        results[-1]["unbind_sequential_total_ms"] = unbind_ms
     log(f"control_sg: {n} binds over {conns} connections in {total:.0f} ms; unbinding them")
     unbind_all(sw, ids)
-    log(f"control_sg: binding {n} ports with security groups in one bulk port.bind")
-    api = Api(sw.sock)
-    t0 = time.monotonic()
-    bound = api.call("port.bind", {"ports": params})["ports"]
-    total = (time.monotonic() - t0) * 1e3
-    api.close()
-    if len(bound) != n:
-        raise RuntimeError(f"bulk bind: {len(bound)} ports in the reply, not {n}")
-    check_sg_ports(sw, params)
-    results.append({"scenario": f"control_{n}_ports_sg", "metric": "bulk_bind_total_ms",
-                    **summary([total]), "total_ms": total, "binds_per_s": n / (total / 1e3),
-                    **common})
-    log(f"control_sg: {n} ports with security groups in one bulk bind: {total:.0f} ms")
 
 
-def scenario_rule_change(sw, n, pairs, vdir, results):
+def scenario_rule_change(sw, n, pairs, vdir, results, first_packet=None):
     """Rule create/delete on the group all N ports are in; each reply comes
-    once the change is live in every worker."""
+    once the change is live in every worker. first_packet=(build, work):
+    then also rule_first_packet (the create to the first frame through it)."""
     api = Api(sw.sock)
     ensure_network(api)
     ensure_groups(api)
@@ -750,13 +775,107 @@ def scenario_rule_change(sw, n, pairs, vdir, results):
                   "group_rules_before": len(SG_GROUPS[SG_DEFAULT])}
         sfx = "" if kind == "remote_ip_prefix" else "_remote_group"
         results.append({"scenario": "rule_change", "metric": f"rule_create{sfx}_reply_ms",
-                        **summary(create), **common})
+                        **summary(create), "values_ms": create, **common})
         results.append({"scenario": "rule_change", "metric": f"rule_delete{sfx}_reply_ms",
-                        **summary(delete), **common})
+                        **summary(delete), "values_ms": delete, **common})
         log(f"rule_change ({kind}): create p50 {percentile(create, 50):.2f} ms p99 "
             f"{percentile(create, 99):.2f} ms; delete p50 {percentile(delete, 50):.2f} ms p99 "
             f"{percentile(delete, 99):.2f} ms")
     api.close()
+    if first_packet:
+        rule_first_packet(sw, *first_packet, vdir, pairs, n, results)
+
+
+FP_GROUP = "bench-fp"   # rule_first_packet's group: egress any IPv4, nothing in
+FP_PORT_BASE = 0xf20000
+FP_MAC1, FP_MAC2 = "02:00:00:00:0f:01", "02:00:00:00:0f:02"   # not restart's guests' MACs
+
+
+def rule_first_packet(sw, build, work, vdir, changes, n, results):
+    """With the N ports still bound, two more ports (guests: strait-gen
+    --gap-watch, one frame every 200 us from port 1, 10.0.0.1 -> 10.1.0.1
+    UDP 5001) in group FP_GROUP, which lets nothing in: the frames are
+    dropped at port 2's ingress. Then `changes` times: create the ingress
+    rule UDP 5001 from 10.0.0.0/16 in FP_GROUP and time the first frame at
+    port 2 (RX_FIRST/RX_RESUME ts, CLOCK_REALTIME) from the call; delete it,
+    and wait until the frames stop. A sample counts only if nothing had
+    arrived for 50 ms before the create (the delete had taken effect); the
+    others are counted as skipped. The same measurement as bench/ovs.sh's
+    OVS rule_change."""
+    s1, s2 = vdir / "fp1.sock", vdir / "fp2.sock"
+    gen = Gen(build, work, "fp", ["-m", "256",
+                                  "--vdev", f"virtio_user0,path={s1},server=1,queue_size=1024",
+                                  "--vdev", f"virtio_user1,path={s2},server=1,queue_size=1024"],
+              ["--gap-watch", "20", "--interval-us", "200", "--src-mac", FP_MAC1,
+               "--dst-mac", FP_MAC2, "--link-timeout", "60"])
+    api = Api(sw.sock)
+    first, reply, skipped = [], [], 0
+    try:
+        ensure_network(api)
+        got = api.call("security_group.list", {})
+        if isinstance(got, dict):
+            got = got.get("security_groups", [])
+        if FP_GROUP not in {g["id"] for g in got}:
+            api.call("security_group.create", {"id": FP_GROUP, "name": FP_GROUP,
+                                               "rules": [{"id": f"{FP_GROUP}-0",
+                                                          **_rule("egress", "IPv4")}]})
+        for k, (path, mac, ip, pair) in enumerate(((s1, FP_MAC1, "10.0.0.1", "10.0.0.0/16"),
+                                                   (s2, FP_MAC2, "10.1.0.1", "10.1.0.0/16"))):
+            deadline = time.monotonic() + 30
+            while not path.exists():
+                if gen.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"strait-gen --gap-watch did not create {path}: "
+                                       + "\n".join(gen.lines[-5:]))
+                time.sleep(0.02)
+            p = bind_params(FP_PORT_BASE + k, path, mac=mac)
+            p.update({"fixed_ips": [ip], "allowed_address_pairs": [{"ip_address": pair}],
+                      "security_groups": [FP_GROUP], "port_security_enabled": True})
+            api.call("port.bind", p)
+        if not gen.wait_line("GAPWATCH ", 60):
+            raise RuntimeError("strait-gen --gap-watch did not start: " + "\n".join(gen.lines[-5:]))
+        time.sleep(0.3)
+        if gen.matching("RX_"):
+            raise RuntimeError("frames reach port 2 before the rule exists")
+        rule = {"security_group_id": FP_GROUP, "direction": "ingress", "ethertype": "IPv4",
+                "protocol": "udp", "port_range_min": 5001, "port_range_max": 5001,
+                "remote_ip_prefix": "10.0.0.0/16"}
+        log(f"rule_change: {changes} rule creates timed to the first frame through them "
+            f"({n} + 2 ports bound)")
+        tries = 0
+        while len(first) < changes and tries < 2 * changes + 3:
+            tries += 1
+            seen = len(gen.matching("RX_"))
+            t = time.time()
+            made = api.call("security_group_rule.create", rule)
+            tr = time.time()
+            line, deadline = None, time.monotonic() + 5
+            while line is None and time.monotonic() < deadline:
+                got = gen.matching("RX_")
+                line = got[seen] if len(got) > seen else None
+                if line is None:
+                    time.sleep(0.002)
+            if line is None:
+                raise RuntimeError("no frame through the created rule within 5 s")
+            f = fields(line)
+            if "last_ts" in f and float(f["last_ts"]) > t - 0.05:
+                skipped += 1
+            else:
+                first.append((float(f["ts"]) - t) * 1e3)
+                reply.append((tr - t) * 1e3)
+            time.sleep(0.1)
+            api.call("security_group_rule.delete", {"id": made["id"]})
+            time.sleep(0.25)
+    finally:
+        api.close()
+        gen.stop()
+    results.append({"scenario": "rule_change", "metric": "rule_create_to_first_packet_ms",
+                    **summary(first), "values_ms": first, "reply_ms": reply, "skipped": skipped,
+                    "ports": n + 2, "interval_us": 200,
+                    "detect": "strait-gen --gap-watch: first arrival at port 2 after the call"})
+    if not first:
+        raise RuntimeError(f"rule_change first packet: no valid sample ({skipped} skipped)")
+    log(f"rule_change: create -> first frame p50 {percentile(first, 50):.2f} ms "
+        f"(reply p50 {percentile(reply, 50):.2f} ms; {skipped} skipped)")
 
 
 def api_members(sw, gid):
@@ -967,6 +1086,9 @@ def table(results):
         if "p50_first_10pct" in r:
             notes.append(f"p50 first/last 10 %: {fmt(r['p50_first_10pct'])}/"
                          f"{fmt(r['p50_last_10pct'])} ms")
+        if "skipped" in r:
+            notes.append(f"first frame via strait-gen --gap-watch; reply p50 "
+                         f"{fmt(percentile(r['reply_ms'], 50))} ms; {r['skipped']} skipped")
         if "rule_kind" in r:
             notes.append(f"{r['rule_kind']} rule, group of {r['group_members']} ports")
         if r.get("scenario") == "sg_scale":
@@ -1021,6 +1143,13 @@ def main():
     ap.add_argument("--worker", type=int, default=1, help="straitd's worker lcore (default 1)")
     ap.add_argument("--out", help="JSON and logs directory (default BUILD/bench-results)")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    ap.add_argument("--control-sg-modes", default=",".join(CONTROL_SG_MODES),
+                    help="control_sg: which of sequential,parallel,bulk (default: all)")
+    ap.add_argument("--rule-first-packet", action="store_true",
+                    help="rule_change: also time --rule-changes creates to the first frame "
+                         "through them (two more ports, strait-gen --gap-watch)")
+    ap.add_argument("--lock-held", action="store_true",
+                    help="the caller (bench/run.sh) holds /tmp/strait-bench.lock: do not take it")
     a = ap.parse_args()
     if not 1 <= a.ports <= 1000:
         ap.error("--ports: 1..1000 (rte_vhost holds at most 1024 sockets; the bench adds 3)")
@@ -1029,6 +1158,9 @@ def main():
     if unknown or not chosen:
         ap.error(f"--scenarios: unknown {','.join(unknown) or '(none given)'} "
                  f"(known: {','.join(SCENARIOS)})")
+    sg_modes = [x for x in a.control_sg_modes.split(",") if x]
+    if not sg_modes or any(x not in CONTROL_SG_MODES for x in sg_modes):
+        ap.error(f"--control-sg-modes: of {','.join(CONTROL_SG_MODES)}")
     if a.rule_changes < 1:
         ap.error("--rule-changes: at least 1")
     if a.sg_groups < 1 or a.sg_rules < 1 or a.sg_changes < 1:
@@ -1042,11 +1174,12 @@ def main():
                            stdout=sys.stderr)
     out = Path(a.out or build / "bench-results")
     out.mkdir(parents=True, exist_ok=True)
-    lock = open("/tmp/strait-bench.lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        sys.exit("lifecycle_bench: another benchmark holds /tmp/strait-bench.lock")
+    if not a.lock_held:
+        lock = open("/tmp/strait-bench.lock", "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            sys.exit("lifecycle_bench: another benchmark holds /tmp/strait-bench.lock")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     work = Path(tempfile.mkdtemp(prefix="slc.", dir="/tmp"))  # short: sun_path is 108 bytes
     vdir = work / "v"
@@ -1066,9 +1199,10 @@ def main():
                          ("restart", lambda: scenario_restart(sw, build, work, vdir, a.ports,
                                                               a.restarts, sig, results)),
                          ("control_sg", lambda: scenario_control_sg(sw, a.ports, a.conns, vdir,
-                                                                    results)),
-                         ("rule_change", lambda: scenario_rule_change(sw, a.ports, a.rule_changes,
-                                                                      vdir, results)),
+                                                                    results, sg_modes)),
+                         ("rule_change", lambda: scenario_rule_change(
+                             sw, a.ports, a.rule_changes, vdir, results,
+                             (build, work) if a.rule_first_packet else None)),
                          ("sg_scale", lambda: scenario_sg_scale(sw, a.ports, a.sg_groups,
                                                                 a.sg_rules, a.sg_changes, vdir,
                                                                 results))):
@@ -1102,7 +1236,7 @@ def main():
                       "security_groups": {g: len(r) for g, r in SG_GROUPS.items()},
                       "sg_scale": {"groups": a.sg_groups, "rules_per_group": a.sg_rules,
                                    "changes": a.sg_changes},
-                      "conns": a.conns, "restart_signal": a.restart_signal,
+                      "conns": a.conns, "control_sg_modes": sg_modes, "restart_signal": a.restart_signal,
                       "worker_lcore": a.worker, "memory": "--no-huge",
                       "wall_s": round(time.monotonic() - t_start, 1)},
            "logs": str(logs)}

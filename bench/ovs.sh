@@ -215,7 +215,11 @@ sw_ovs_stop() {
         dropped=$(ovs_vsctl --no-wait get Interface vhu2 statistics:tx_dropped 2>/dev/null | tr -d '"')
         { echo "=== ovs-appctl dpif-netdev/pmd-stats-show"; cat "$W/ovs-pmd.txt"
           echo "=== ovs-appctl dpctl/dump-flows"; ovs_appctl dpctl/dump-flows
-          echo "=== ovs-ofctl dump-flows ${OVS_BR:-br0}"; ovs_ofctl dump-flows "${OVS_BR:-br0}"
+          if [ "${OVS_DUMP_FLOWS:-1}" = 1 ]; then
+              echo "=== ovs-ofctl dump-flows ${OVS_BR:-br0}"; ovs_ofctl dump-flows "${OVS_BR:-br0}"
+          else   # ovs_ctl_rep: 73 000 flows
+              echo "=== ovs-ofctl dump-aggregate ${OVS_BR:-br0}"; ovs_ofctl dump-aggregate "${OVS_BR:-br0}"
+          fi
           echo "=== interface statistics"
           ovs_vsctl --no-wait --columns=name,statistics list Interface
         } >> "$CUR_SWLOG" 2>&1
@@ -251,5 +255,295 @@ sw_ovs_cleanup() {
     [ -f "$OVS_DIR/ovsdb-server.log" ] && [ -n "${CUR_SWLOG:-}" ] &&
         cp "$OVS_DIR/ovsdb-server.log" "${CUR_SWLOG%.log}-ovsdb.log" 2>/dev/null
     rm -rf "$OVS_DIR" /var/run/dpdk/$OVS_PFX 2>/dev/null
+    return 0
+}
+
+# ------------------------------------------------- control plane (issue 8) ---
+# The OVS side of run.sh's control-plane points; Strait's side is
+# lifecycle_bench.py (scenario_control_sg in bulk, scenario_rule_change).
+#
+# control_N_ports: the N ports of lifecycle_bench.py's control_sg (same
+# MACs, fixed IPv4 + IPv6 and security groups: sg_port_params, SG_GROUPS),
+# as nova/os-vif and neutron's openvswitch agent would program them on an
+# OVS-DPDK host: ONE ovs-vsctl transaction adding N dpdkvhostuserclient
+# ports to br-int with local VLAN tag 1 (vhost-server-path: sockets nobody
+# serves, as Strait's client-mode ports), then ONE `ovs-ofctl --bundle
+# add-flows` of the flows neutron's openvswitch firewall driver installs
+# for them (ovs_ctl_prepare), then `ovs-ofctl dump-aggregate` until the
+# table holds them all. ovs-vsctl waits until ovs-vswitchd has applied the
+# transaction (every port has its ofport), as Strait's reply comes once the
+# ports are in the datapath.
+#
+# Writes OVS_CTL_DIR/vsctl (ovs-vsctl arguments, one per line) and
+# OVS_CTL_DIR/flows; prints the number of flows. Ports get ofport 100 + i.
+ovs_ctl_prepare() { # N DIR
+    $PY - "$HERE" "$1" "$2" "$W/c" <<'PYEOF'
+import ipaddress, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import lifecycle_bench as lb   # the same ports and groups as Strait's control_sg
+
+n, out, vdir = int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+TAG = 1                         # local VLAN of network "bench" = conntrack zone
+ZONE = "zone=NXM_NX_REG6[0..15]"
+EST, NEW = "+est-rel-rpl", "+new-est"
+ports = [lb.sg_port_params(i, vdir) for i in range(n)]
+args = []
+for i, p in enumerate(ports):
+    name = f"cp{i:04d}"
+    args += ["--", "add-port", "br-int", name, f"tag={TAG}", "--", "set", "Interface", name,
+             "type=dpdkvhostuserclient", f"options:vhost-server-path={vdir}/{name}.sock",
+             f"ofport_request={100 + i}", f'external_ids:iface-id={p["id"]}',
+             f'external_ids:attached-mac={p["mac"]}', "external_ids:iface-status=active"]
+(out / "vsctl").write_text("\n".join(args) + "\n")
+
+def lladdr(mac):
+    b = bytes.fromhex(mac.replace(":", ""))
+    eui = bytes([b[0] ^ 2]) + b[1:3] + b"\xff\xfe" + b[3:]
+    return str(ipaddress.IPv6Address(b"\xfe\x80" + bytes(6) + eui))
+
+PROTO = {("IPv4", None): "ip", ("IPv6", None): "ipv6", ("IPv4", "tcp"): "tcp",
+         ("IPv6", "tcp"): "tcp6", ("IPv4", "udp"): "udp", ("IPv6", "udp"): "udp6",
+         ("IPv4", "icmp"): "icmp", ("IPv6", "ipv6-icmp"): "icmp6"}
+flows = []
+merged = {}   # conjunction flows that share a match: one flow, every conjunction action
+conj_ids = {}
+
+def conj(match, action):
+    merged.setdefault(match, []).append(action)
+
+members = {}  # group -> [(ethertype, ip)]
+for p in ports:
+    for g in p["security_groups"]:
+        members.setdefault(g, []).extend(
+            ("IPv6" if ":" in ip else "IPv4", ip) for ip in p["fixed_ips"])
+
+for i, p in enumerate(ports):
+    P, M = 100 + i, p["mac"]
+    v4 = [ip for ip in p["fixed_ips"] if ":" not in ip]
+    v6 = [ip for ip in p["fixed_ips"] if ":" in ip] + [lladdr(M)]
+    # transient table: which port, which zone (initialize_port_flows)
+    flows += [f"table=0,priority=100,in_port={P},actions=resubmit(,60)",
+              f"table=60,priority=100,in_port={P},actions=set_field:{P}->reg5,set_field:{TAG}->reg6,resubmit(,71)",
+              f"table=60,priority=90,dl_vlan={TAG},dl_dst={M},actions=set_field:{P}->reg5,set_field:{TAG}->reg6,strip_vlan,resubmit(,81)",
+              f"table=73,priority=100,reg6={TAG},dl_dst={M},actions=set_field:{P}->reg5,resubmit(,81)",
+              f"table=73,priority=90,ct_state=+new-est,ip,reg5={P},actions=ct(commit,{ZONE}),resubmit(,94)",
+              f"table=73,priority=90,ct_state=+new-est,ipv6,reg5={P},actions=ct(commit,{ZONE}),resubmit(,94)",
+              f"table=73,priority=80,reg5={P},actions=resubmit(,94)",
+              f"table=94,priority=12,reg6={TAG},dl_dst={M},actions=output:{P}"]
+    # base egress (71): anti-spoofing, ARP/ND, DHCP, then conntrack
+    base = f"reg5={P},in_port={P}"
+    flows += [f"table=71,priority=95,arp,{base},dl_src={M},arp_spa={ip},actions=resubmit(,94)" for ip in v4]
+    flows += [f"table=71,priority=95,icmp6,{base},dl_src={M},ipv6_src={ip},icmp_type={t},actions=resubmit(,94)"
+              for ip in v6 for t in (130, 131, 132, 135, 136)]
+    flows += [f"table=71,priority=80,udp,{base},dl_src={M},nw_src=0.0.0.0,tp_src=68,tp_dst=67,actions=resubmit(,73)",
+              f"table=71,priority=80,udp6,{base},dl_src={M},ipv6_src={lladdr(M)},tp_src=546,tp_dst=547,actions=resubmit(,73)",
+              f"table=71,priority=70,udp,{base},tp_src=67,tp_dst=68,actions=resubmit(,93)",
+              f"table=71,priority=70,udp6,{base},tp_src=547,tp_dst=546,actions=resubmit(,93)"]
+    flows += [f"table=71,priority=65,ip,{base},dl_src={M},nw_src={ip},actions=ct(table=72,{ZONE})" for ip in v4]
+    flows += [f"table=71,priority=65,ipv6,{base},dl_src={M},ipv6_src={ip},actions=ct(table=72,{ZONE})" for ip in v6]
+    flows += [f"table=71,priority=10,{base},actions=resubmit(,93)"]
+    # base ingress (81): ARP/ND/DHCP straight out, the rest through conntrack
+    flows += [f"table=81,priority=100,arp,reg5={P},actions=output:{P}"]
+    flows += [f"table=81,priority=100,icmp6,reg5={P},icmp_type={t},actions=output:{P}" for t in (130, 131, 132, 135, 136)]
+    flows += [f"table=81,priority=95,udp,reg5={P},tp_src=67,tp_dst=68,actions=output:{P}",
+              f"table=81,priority=95,udp6,reg5={P},tp_src=547,tp_dst=546,actions=output:{P}",
+              f"table=81,priority=90,ct_state=-trk,ip,reg5={P},actions=ct(table=82,{ZONE})",
+              f"table=81,priority=90,ct_state=-trk,ipv6,reg5={P},actions=ct(table=82,{ZONE})",
+              f"table=81,priority=80,ct_state=+trk,reg5={P},actions=resubmit(,82)"]
+    # connection state (72 egress, 82 ingress)
+    for t, ok in ((72, "resubmit(,73)"), (82, f"output:{P}")):
+        flows += [f"table={t},priority=77,ct_state=+est-rel-rpl,ct_zone={TAG},ct_mark=0,reg5={P},{e},actions={ok}"
+                  for e in ("ip", "ipv6")]
+        flows += [f"table={t},priority=77,ct_state=-new-est+rel-inv,ct_zone={TAG},ct_mark=0,reg5={P},actions={ok}",
+                  f"table={t},priority=73,ct_state=+est-rel+rpl,ct_zone={TAG},ct_mark=0,reg5={P},actions=resubmit(,94)",
+                  f"table={t},priority=53,ct_mark=0x1,reg5={P},actions=resubmit(,93)",
+                  f"table={t},priority=40,ct_state=-est,reg5={P},actions=resubmit(,93)"]
+    # the groups' rules, for the new and the established state
+    for g in p["security_groups"]:
+        for r in lb.SG_GROUPS[g]:
+            t = 72 if r["direction"] == "egress" else 82
+            proto = PROTO[(r["ethertype"], r.get("protocol"))]
+            m = f"{proto},reg5={P}"
+            if r.get("port_range_min") is not None:
+                assert r["port_range_min"] == r["port_range_max"], r
+                m += f",tp_dst={r['port_range_min']}"
+            pfx = r.get("remote_ip_prefix")
+            if pfx and not pfx.endswith("/0"):
+                fld = ("nw_" if r["ethertype"] == "IPv4" else "ipv6_") + ("src" if t == 82 else "dst")
+                m += f",{fld}={pfx}"
+            for st in (EST, NEW):
+                if t == 72:
+                    act = "resubmit(,73)"
+                else:
+                    act = (f"ct(commit,{ZONE})," if st == NEW else "") + f"output:{P}"
+                rg = r.get("remote_group_id")
+                if rg is None:
+                    flows.append(f"table={t},priority=70,ct_state={st},{m},actions={act}")
+                    continue
+                # remote group: a conjunction of "this port" and "from a member"
+                key = (g, rg, r["direction"], r["ethertype"], proto, st)
+                cid = conj_ids.setdefault(key, len(conj_ids) + 1)
+                conj(f"table={t},priority=71,ct_state={st},{m}", f"conjunction({cid},2/2)")
+                flows.append(f"table={t},priority=71,conj_id={cid},ct_state={st},{m},actions={act}")
+for (g, rg, d, eth, proto, st), cid in conj_ids.items():
+    t = 72 if d == "egress" else 82
+    fld = ("nw_" if eth == "IPv4" else "ipv6_") + ("src" if t == 82 else "dst")
+    for e, ip in members.get(rg, []):
+        if e == eth:
+            conj(f"table={t},priority=71,ct_state={st},{proto},reg6={TAG},{fld}={ip}",
+                 f"conjunction({cid},1/2)")
+flows += [f"{m},actions={','.join(a)}" for m, a in merged.items()]
+(out / "flows").write_text("\n".join(flows) + "\n")
+print(len(flows))
+PYEOF
+}
+
+# The rule of rule_change: port 2's ingress rule of the vlan_sg pipeline
+# (ovs_fw_flows), UDP to 5001 from port 1's /16: without it, strait-gen's
+# frames from port 1 to port 2 are dropped in table 82.
+OVS_CTL_RULE="table=82,priority=77,ct_state=+new-est,udp,reg5=2,nw_src=10.0.0.0/16,tp_dst=5001"
+
+# ovs_ctl_rep REP N CHANGES TSV: one rep of both control-plane scenarios on
+# a fresh OVS (sw_ovs_start's vlan_sg: br-int, vhu1/vhu2 = strait-gen
+# --gap-watch's two virtio-user servers, the firewall pipeline); appends
+# run.sh's control rows to TSV (switch scenario flows rep status values note).
+ovs_ctl_rep() {
+    local rep=$1 n=$2 k=$3 tsv=$4 scn=control_1000_ports   # its name whatever N is: flows = N
+    local s1=$W/vhu1.sock s2=$W/vhu2.sock glog=$W/ctl-ovs-$rep-gen.log t status=ok note= nflows aff=
+    local OVS_DUMP_FLOWS=0   # sw_ovs_stop: the flow count, not 73 000 flows
+    CUR_SWLOG=$W/ctl-ovs-$rep.log
+    ctl_row() { printf 'ovs\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$rep" "$3" "$4" "$5" >> "$tsv"; }
+    ctl_fail() { # why: both scenarios of this rep fail
+        log "control rep $rep ovs: FAILED: $*"
+        ctl_row "$scn" "$n" failed "" "$*"; ctl_row rule_change 1 failed "" "$*"
+        [ -n "$GENPID" ] && { stop_pid "$GENPID" 5; GENPID=; }
+        [ -n "$SW_PID" ] && sw_ovs_stop
+        sw_ovs_cleanup
+        [ -n "$aff" ] && taskset -pc "$aff" $$ > /dev/null 2>&1
+        return 1
+    }
+    rm -rf "$s1" "$s2" "$W/c"; mkdir -p "$W/c"
+    taskset -c $GEN_CPU "$GEN" --lcores "0@$GEN_CPU" --file-prefix $PFX-gen $GEN_MEM \
+        --no-pci --no-telemetry --log-level=lib.eal:error \
+        --vdev "virtio_user0,path=$s1,server=1,queue_size=1024" \
+        --vdev "virtio_user1,path=$s2,server=1,queue_size=1024" -- \
+        --gap-watch 20 --interval-us 200 --src-mac $MAC1 --dst-mac $MAC2 --link-timeout 60 \
+        > "$glog" 2>&1 < /dev/null &
+    GENPID=$!
+    for t in $(seq 100); do [ -S "$s1" ] && break; kill -0 $GENPID 2>/dev/null || break; sleep 0.1; done
+    [ -S "$s1" ] || { ctl_fail "strait-gen --gap-watch did not create $s1"; return 1; }
+    sw_ovs_start vlan_sg "$s1" "$s2" "$CUR_SWLOG" > "$W/start-err.txt" ||
+        { ctl_fail "$(tr '\n' ' ' < "$W/start-err.txt")"; return 1; }
+    for t in $(seq 300); do grep -q '^RX_FIRST' "$glog" && break; sleep 0.1; done
+    grep -q '^RX_FIRST' "$glog" || { ctl_fail "no frame from vhu1 to vhu2 through the firewall pipeline in 30 s"; return 1; }
+    # The OVS tools (ovs-vsctl, ovs-ofctl) run on core $GEN_CPU, as
+    # lifecycle_bench.py, Strait's client, does (taskset -c $GEN_CPU): this
+    # shell moves there until the end of the rep.
+    aff=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //')
+    taskset -pc $GEN_CPU $$ > /dev/null 2>&1
+    # The N ports' configuration and flows are computed before the clock
+    # starts, as Strait's bind parameters are.
+    local d=$OVS_DIR/ctl; mkdir -p "$d"
+    nflows=$(ovs_ctl_prepare "$n" "$d") || { ctl_fail "ovs_ctl_prepare failed"; return 1; }
+    local base; base=$(ovs_ofctl dump-aggregate br-int | sed -n 's/.*flow_count=\([0-9]*\).*/\1/p')
+    local want=$(( base + nflows )) args
+    mapfile -t args < "$d/vsctl"
+    # ---- control_N_ports: first call -> all ports and flows in ovs-vswitchd
+    local t0=$EPOCHREALTIME t1 t2 t3 have=0 rc=0
+    ovs_env timeout 300 ovs-vsctl --db=unix:$OVS_DIR/db.sock --timeout=280 "${args[@]}" \
+        >> "$CUR_SWLOG" 2>&1 || rc=$?
+    t1=$EPOCHREALTIME
+    [ $rc = 0 ] && { ovs_env timeout 300 ovs-ofctl --bundle add-flows unix:$OVS_DIR/br-int.mgmt "$d/flows" \
+        >> "$CUR_SWLOG" 2>&1 || rc=$?; }
+    t2=$EPOCHREALTIME
+    if [ $rc = 0 ]; then
+        for t in $(seq 3000); do
+            have=$(ovs_ofctl dump-aggregate br-int | sed -n 's/.*flow_count=\([0-9]*\).*/\1/p')
+            [ "${have:-0}" -ge $want ] && break
+            sleep 0.01
+        done
+    fi
+    t3=$EPOCHREALTIME
+    if [ $rc != 0 ]; then
+        status=failed; note="ovs-vsctl/ovs-ofctl failed (rc $rc): $(tail -2 "$CUR_SWLOG" | tr '\n\t' '  ')"
+    elif [ "${have:-0}" -lt $want ]; then
+        status=failed; note="dump-aggregate: $have flows, not $want, after 30 s"
+    else
+        # ovs-vsctl returned once ovs-vswitchd applied it: every port has its ofport
+        local live
+        live=$(ovs_vsctl --no-wait -f csv --no-headings --columns=name,ofport list Interface |
+               awk -F, '$1 ~ /^"?cp[0-9]/ && $2 >= 100' | wc -l)
+        [ "$live" = "$n" ] || { status=failed; note="only $live of $n ports have their ofport"; }
+    fi
+    local ms; ms=$(awk -v a=$t0 -v b=$t3 'BEGIN{printf "%.3f", (b-a)*1e3}')
+    [ $status = ok ] && note=$(awk -v a=$t0 -v b=$t1 -v c=$t2 -v d=$t3 -v f=$nflows -v w=$want 'BEGIN{
+        printf "metric=vsctl+bundle_add_flows+dump_aggregate_ms detect=ovs-vsctl_waits_for_vswitchd+dump-aggregate_flow_count vsctl_ms=%.1f ofctl_bundle_ms=%.1f dump_check_ms=%.1f flows_added=%d flows_total=%d",
+               (b-a)*1e3, (c-b)*1e3, (d-c)*1e3, f, w}')
+    ctl_row "$scn" "$n" "$status" "$([ $status = ok ] && echo "$ms")" "$note"
+    log "control rep $rep ovs: $scn ${status/ok/$ms ms} ($note)"
+    { echo "=== ovs-vsctl show (head)"; ovs_vsctl show | head -20
+      echo "=== ovs-ofctl dump-aggregate br-int"; ovs_ofctl dump-aggregate br-int
+      echo "=== ovs-appctl dpif-netdev/pmd-rxq-show (head)"; ovs_appctl dpif-netdev/pmd-rxq-show | head -8
+    } >> "$CUR_SWLOG" 2>&1
+    # ---- rule_change: the rule that lets vhu1's frames into vhu2, removed
+    # and added again K times; each add timed from the ovs-ofctl call to the
+    # first frame strait-gen receives through it (RX_RESUME: the first
+    # arrival after >= 20 ms without any; one frame every 200 us). A sample
+    # counts only if nothing had arrived for 50 ms before the add (the
+    # removal had taken effect); otherwise it is left out (skipped=).
+    local allow=() reply=() deny=() tdel=() ta tr line nres j ok=1 skipped=0 tries=0
+    note=
+    ovs_ofctl --bundle --strict del-flows br-int "$OVS_CTL_RULE" >> "$CUR_SWLOG" 2>&1 ||
+        { ok=0; note="ovs-ofctl del-flows failed: $(tail -1 "$CUR_SWLOG")"; }
+    sleep 0.3
+    j=0
+    while [ ${#allow[@]} -lt "$k" ] && [ $tries -lt $((2 * k + 3)) ]; do
+        [ $ok = 1 ] || break
+        j=$((j + 1)); tries=$((tries + 1))
+        nres=$(grep -c '^RX_RESUME' "$glog")
+        ta=$EPOCHREALTIME
+        ovs_ofctl --bundle add-flow br-int "$OVS_CTL_RULE,actions=ct(commit,zone=NXM_NX_REG6[0..15]),output:2" \
+            >> "$CUR_SWLOG" 2>&1 || { ok=0; note="ovs-ofctl add-flow failed"; break; }
+        tr=$EPOCHREALTIME
+        line=
+        for t in $(seq 1000); do
+            line=$(grep '^RX_RESUME' "$glog" | sed -n "$((nres + 1))p")
+            [ -n "$line" ] && break
+            sleep 0.005
+        done
+        [ -n "$line" ] || { ok=0; note="no frame through the added rule within 5 s"; break; }
+        if awk -v a=$ta -v l="$line" 'BEGIN{split(l,f,/[ =]/); exit !(f[5] < a - 0.05)}'; then
+            allow+=("$(awk -v a=$ta -v l="$line" 'BEGIN{split(l,f,/[ =]/); printf "%.3f", (f[3]-a)*1e3}')")
+            reply+=("$(awk -v a=$ta -v b=$tr 'BEGIN{printf "%.3f", (b-a)*1e3}')")
+        else
+            skipped=$((skipped + 1))
+        fi
+        # the deny of the previous change: its last frame is this line's last_ts
+        [ $j -gt 1 ] && deny+=("$(awk -v a="${tdel[-1]}" -v l="$line" 'BEGIN{split(l,f,/[ =]/); printf "%.3f", (f[5]-a)*1e3}')")
+        sleep 0.1
+        tdel+=("$EPOCHREALTIME")
+        ovs_ofctl --bundle --strict del-flows br-int "$OVS_CTL_RULE" >> "$CUR_SWLOG" 2>&1 ||
+            { ok=0; note="ovs-ofctl del-flows failed"; break; }
+        sleep 0.25
+    done
+    # leave the rule in, as it was
+    ovs_ofctl --bundle add-flow br-int "$OVS_CTL_RULE,actions=ct(commit,zone=NXM_NX_REG6[0..15]),output:2" >> "$CUR_SWLOG" 2>&1
+    if [ $ok = 1 ] && [ ${#allow[@]} -gt 0 ]; then
+        note="metric=rule_add_to_first_packet_ms detect=strait-gen_gap-watch(sink_arrival,200us_interval)"
+        note+=" ofctl_reply_ms=$(IFS=,; echo "${reply[*]}") deny_to_last_packet_ms=$(IFS=,; echo "${deny[*]}")"
+        note+=" flows_in_table=$want skipped=$skipped"
+        ctl_row rule_change 1 ok "$(IFS=,; echo "${allow[*]}")" "$note"
+        log "control rep $rep ovs: rule_change add -> first frame: ${allow[*]} ms (ovs-ofctl returned: ${reply[*]} ms)"
+    else
+        ctl_row rule_change 1 failed "" "${note:-no sample}"
+        log "control rep $rep ovs: rule_change FAILED: $note"
+    fi
+    stop_pid "$GENPID" 5; GENPID=
+    sw_ovs_stop
+    [ -n "$aff" ] && taskset -pc "$aff" $$ > /dev/null 2>&1
+    # ovs-vswitchd logs an rx queue assignment of every port for every port
+    # it adds (N^2/2 lines, about 70 MB for 1000 ports): keep it compressed
+    gzip -f "$CUR_SWLOG" 2>/dev/null
     return 0
 }

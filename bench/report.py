@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Tables and JSON for bench/run.sh (Debian python3, standard library only).
 
-report.py RESULTS.tsv META.txt OUT.json; the rest comes from B_* variables.
+report.py RESULTS.tsv META.txt OUT.json [CONTROL.tsv]; the rest comes from B_*
+variables.
 RESULTS.tsv: switch scenario size flows rep status mpps txfail samples note
+CONTROL.tsv (control-plane points, issue 8): switch scenario flows rep status
+values_ms(comma-separated) note
 """
 import collections
 import json
@@ -60,6 +63,45 @@ def print_feature_ratios(title, rows, f):
         print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} "
               f"{'/ ' + x['baseline']:10} {f(x['median_mpps'], 8)} {f(x['baseline_median_mpps'], 8)} "
               f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
+
+
+def control_points(path):
+    """CONTROL.tsv -> (results entries, failures, unavailable): one entry per
+    (switch, scenario) with the ms statistics over every sample of every rep."""
+    pts = collections.OrderedDict()
+    failures, unavailable = [], {}
+    if not path or not os.path.exists(path):
+        return [], failures, unavailable
+    for line in open(path):
+        if not line.strip():
+            continue
+        r = line.rstrip("\n").split("\t")
+        r += [""] * (7 - len(r))
+        sw, sc, flows, rep, status, vals, note = r[:7]
+        if status == "unavailable":
+            unavailable[sw] = note
+            continue
+        d = pts.setdefault((sc, sw), {"flows": int(flows), "reps": [], "samples": [], "failed": 0,
+                                      "notes": []})
+        v = [float(x) for x in vals.split(",") if x]
+        if status != "ok" or not v:
+            d["failed"] += 1
+            failures.append(f"{sw} {sc} control rep={rep}: {status} {note}")
+            continue
+        d["reps"].append(round(statistics.median(v), 3))
+        d["samples"] += v
+        d["notes"].append(note)
+    out = []
+    for (sc, sw), d in pts.items():
+        v = d["samples"]
+        kv = dict(x.split("=", 1) for x in (d["notes"][0].split() if d["notes"] else []) if "=" in x)
+        out.append({"switch": sw, "scenario": sc, "size": None, "flows": d["flows"],
+                    "median_ms": round(statistics.median(v), 3) if v else None,
+                    "min": min(v) if v else None, "max": max(v) if v else None,
+                    "p90": p90(v), "reps": d["reps"], "failed_reps": d["failed"],
+                    "samples": v, "metric": kv.get("metric"), "detect": kv.get("detect"),
+                    "notes": d["notes"]})
+    return out, failures, unavailable
 
 
 def p90(values):
@@ -123,6 +165,8 @@ def machine():
 
 def main():
     res_path, meta_path, json_path = sys.argv[1:4]
+    ctl_results, ctl_failures, ctl_unavailable = control_points(
+        sys.argv[4] if len(sys.argv) > 4 else None)
     rows = [l.rstrip("\n").split("\t") for l in open(res_path) if l.strip()]
     meta = collections.defaultdict(dict)
     for line in open(meta_path):
@@ -195,11 +239,13 @@ def main():
           "1-second samples; txfail > 0: the switch was the bottleneck")
     for sw, why in unavailable.items():
         print(f"== {sw}: NOT RUN: {why}")
-    print()
+    if results:
+        print()
     hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'median':>8} {'min':>7} "
            f"{'max':>7} {'p90-1s':>7} {'Gbit/s':>7} {'txfail':>7} {'reps':>5}  switch counters (median)")
-    print(hdr)
-    print("-" * len(hdr))
+    if results:
+        print(hdr)
+        print("-" * len(hdr))
 
     def f(x, w=7, p=3):
         return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) else f"{'-':>{w}}"
@@ -262,6 +308,50 @@ def main():
                          sg_ratios, f)
     print_feature_ratios("== VXLAN: encap (vxlan) and decap (vxlan_decap) against the same frames "
                          "without a tunnel (same run)", tunnel_ratios, f)
+    # Control plane (issue 8): Strait and OVS, same run, reps alternated.
+    ctl_ratios = []
+    if ctl_results or ctl_unavailable:
+        print()
+        print(f"== control plane: {os.environ.get('B_CTL_REPS')} reps per switch, switches "
+              f"alternated; ms over every sample of every rep (control_N_ports: 1 per rep; "
+              f"rule_change: {os.environ.get('B_CTL_CHANGES')} per rep)")
+        for sw, text in meta["ctldesc"].items():
+            print(f"   {sw}: {text}")
+        for sw, why in ctl_unavailable.items():
+            print(f"== {sw}: control plane NOT RUN: {why}")
+        hdr = (f"{'scenario':20} {'flows':>6} {'switch':7} {'median':>9} {'min':>9} {'max':>9} "
+               f"{'p90':>9} {'n':>4} {'reps':>5}  measured")
+        print(hdr)
+        print("-" * len(hdr))
+        for r in ctl_results:
+            ok = len(r["reps"])
+            reps_s = f"{ok}/{ok + r['failed_reps']}"
+            print(f"{r['scenario']:20} {r['flows']:>6} {r['switch']:7} {f(r['median_ms'], 9, 2)} "
+                  f"{f(r['min'], 9, 2)} {f(r['max'], 9, 2)} {f(r['p90'], 9, 2)} "
+                  f"{len(r['samples']):>4} {reps_s:>5}  "
+                  f"{r['metric'] or '-'} ({r['detect'] or '-'})")
+        for sc in dict.fromkeys(r["scenario"] for r in ctl_results):
+            a = next((r for r in ctl_results if r["scenario"] == sc and r["switch"] == "strait"), None)
+            b = next((r for r in ctl_results if r["scenario"] == sc and r["switch"] == OVS), None)
+            if not a or not b:
+                continue
+            med = a["median_ms"] / b["median_ms"] if a["median_ms"] is not None and b["median_ms"] else None
+            q = a["p90"] / b["p90"] if a["p90"] is not None and b["p90"] else None
+            ctl_ratios.append({"switch": "strait", "reference": OVS, "scenario": sc,
+                               "flows": a["flows"], "median_ratio": round(med, 3) if med else None,
+                               "p90_ratio": round(q, 3) if q else None})
+        if ctl_ratios:
+            print()
+            hdr = f"{'scenario':20} {'flows':>6} {'strait / ovs (ms)':18} {'median':>7} {'p90':>7}"
+            print(hdr)
+            print("-" * len(hdr))
+            for x in ctl_ratios:
+                print(f"{x['scenario']:20} {x['flows']:>6} {'strait / ovs':18} "
+                      f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
+            print("   (time: below 1 = Strait faster; the 'measured' column says what each "
+                  "switch's figure is)")
+    results += ctl_results
+    failures += ctl_failures
     if failures:
         print()
         print(f"== {len(failures)} failed reps:")
@@ -275,6 +365,7 @@ def main():
         "ratios": ratios,
         "sg_ratios": sg_ratios,
         "tunnel_ratios": tunnel_ratios,
+        "control_ratios": ctl_ratios,
         "machine": m,
         "cores": {
             "switch_forwarding_cpu": int(os.environ.get("B_SW_CPU", 1)),
@@ -291,9 +382,14 @@ def main():
                    "duration_s": num(os.environ.get("B_DUR")),
                    "warmup_s": num(os.environ.get("B_WARM")),
                    "quick": os.environ.get("B_QUICK") == "1",
+                   "control_reps": int(os.environ.get("B_CTL_REPS") or 0),
+                   "control_ports": int(os.environ.get("B_CTL_PORTS") or 0),
+                   "rule_changes_per_rep": int(os.environ.get("B_CTL_CHANGES") or 0),
+                   "throughput": os.environ.get("B_THROUGHPUT", "1") == "1",
                    "build": os.environ.get("B_BUILD"),
                    "logs": os.environ.get("B_LOGS")},
         "unavailable": unavailable,
+        "control_unavailable": ctl_unavailable,
         "failures": failures,
     }
     with open(json_path, "w") as fh:

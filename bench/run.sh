@@ -5,7 +5,7 @@
 # minutes (see bench/README.md).
 #
 # Usage: bash bench/run.sh BUILD_DIR [options]
-#   --quick            1 rep, 64 B, 1 flow (about 30 s)
+#   --quick            1 rep, 64 B, 1 flow; control plane: 1 rep (about 1 min)
 #   --reps N           reps per point and switch (default 5)
 #   --duration S       measured seconds per rep (default 5)
 #   --warmup S         warm-up seconds before measuring (default 2)
@@ -26,6 +26,15 @@
 #                      in /proc/sys/vm/nr_hugepages if needed, restores after)
 #   --out DIR          where the JSON and logs go (default BUILD_DIR/bench-results)
 #   --keep             keep the temp dir (runtime state, logs) after the run
+# Control plane (issue 8), after the throughput points, same run and JSON:
+#   --control-switches LIST  default strait,ovs (ovs: skipped with a message
+#                      when Open vSwitch with DPDK is not installed)
+#   --control-ports N  ports of control_N_ports (default 1000)
+#   --control-reps N   reps per switch, switches alternated (default 3;
+#                      --quick: 1)
+#   --rule-changes N   rule changes timed per rep (default 10; --quick: 3)
+#   --control-only     only the control-plane points (no throughput)
+#   --no-control       only the throughput points
 # The last line printed is the path of the JSON results file.
 #
 # Cores: core 1 = the switch's forwarding thread, alone (testpmd's forwarding
@@ -53,6 +62,7 @@ shift
 REPS=5 DUR=5 WARM=2
 SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2 SWITCHES=ceiling,strait
 MEM=auto OUT= KEEP=0 QUICK=0
+CTL_SWITCHES=strait,ovs CTL_PORTS=1000 CTL_REPS= CTL_CHANGES= CONTROL=1 THROUGHPUT=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1; shift ;;
@@ -67,19 +77,33 @@ while [ $# -gt 0 ]; do
     --huge) MEM=huge; shift ;;
     --out) OUT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --control-switches) CTL_SWITCHES=$2; shift 2 ;;
+    --control-ports) CTL_PORTS=$2; shift 2 ;;
+    --control-reps) CTL_REPS=$2; shift 2 ;;
+    --rule-changes) CTL_CHANGES=$2; shift 2 ;;
+    --control-only) THROUGHPUT=0; shift ;;
+    --no-control) CONTROL=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
 done
 if [ $QUICK = 1 ]; then REPS=1; SIZES=64; FLOWS=1; fi
-for v in "$REPS" "$DUR" "$WARM"; do
-    [[ $v =~ ^[0-9]+$ ]] || { echo "bench: --reps/--duration/--warmup take whole numbers" >&2; exit 2; }
+CTL_REPS=${CTL_REPS:-$([ $QUICK = 1 ] && echo 1 || echo 3)}
+CTL_CHANGES=${CTL_CHANGES:-$([ $QUICK = 1 ] && echo 3 || echo 10)}
+for v in "$REPS" "$DUR" "$WARM" "$CTL_PORTS" "$CTL_REPS" "$CTL_CHANGES"; do
+    [[ $v =~ ^[0-9]+$ ]] || { echo "bench: --reps/--duration/--warmup/--control-* /--rule-changes take whole numbers" >&2; exit 2; }
 done
+[ "$CTL_PORTS" -ge 1 ] && [ "$CTL_PORTS" -le 1000 ] ||
+    { echo "bench: --control-ports: 1..1000 (rte_vhost holds 1024 sockets)" >&2; exit 2; }
+[ "$CTL_REPS" -ge 1 ] && [ "$CTL_CHANGES" -ge 1 ] || { echo "bench: --control-reps and --rule-changes must be >= 1" >&2; exit 2; }
+[ $THROUGHPUT = 1 ] || [ $CONTROL = 1 ] || { echo "bench: --control-only and --no-control: nothing to run" >&2; exit 2; }
 [ "$REPS" -ge 1 ] && [ "$DUR" -ge 1 ] || { echo "bench: --reps and --duration must be >= 1" >&2; exit 2; }
 IFS=, read -r -a SIZE_L <<< "$SIZES"
 IFS=, read -r -a FLOW_L <<< "$FLOWS"
 IFS=, read -r -a SCEN_L <<< "$SCENARIOS"
 IFS=, read -r -a SW_L <<< "$SWITCHES"
+IFS=, read -r -a CTL_SW_L <<< "$CTL_SWITCHES"
+[ $THROUGHPUT = 1 ] || SW_L=()
 
 GEN_CPU=0          # strait-gen + every non-forwarding thread
 SW_CPU=1           # the switch's forwarding thread, alone
@@ -118,7 +142,8 @@ flock -n 9 || die "another bench/run.sh is running (lock /tmp/strait-bench.lock)
 
 W=$(mktemp -d /tmp/strait-bench.XXXXXX) || die "mktemp failed"
 RES=$W/results.tsv      # switch scenario size flows rep status mpps txfail samples note
-: > "$RES"
+CTL_RES=$W/control.tsv  # switch scenario flows rep status values_ms(,) note
+: > "$RES"; : > "$CTL_RES"
 GENPID= SW_PID= ADDED_HUGE=0
 
 TORN_DOWN=0
@@ -129,13 +154,13 @@ teardown() {
     [ -n "$SW_PID" ] && stop_pid "$SW_PID" 5
     GENPID= SW_PID=
     local sw
-    for sw in "${SW_L[@]}"; do
+    for sw in "${SW_L[@]}" "${CTL_SW_L[@]}"; do
         declare -F sw_${sw}_cleanup > /dev/null && sw_${sw}_cleanup
     done
     rm -rf /var/run/dpdk/$PFX-gen /var/run/dpdk/$PFX-ceiling /var/run/dpdk/$PFX-strait 2>/dev/null
     give_back_hugepages
     if [ -d "$W" ]; then
-        mkdir -p "$OUT/$STAMP-logs" && cp -r "$W"/*.log "$W"/*.tsv "$W"/*.txt "$OUT/$STAMP-logs/" 2>/dev/null
+        mkdir -p "$OUT/$STAMP-logs" && cp -r "$W"/*.log "$W"/*.log.gz "$W"/*.tsv "$W"/*.txt "$W"/ctl-strait-* "$OUT/$STAMP-logs/" 2>/dev/null
         if [ $KEEP = 1 ]; then log "kept $W"; else rm -rf "$W"; fi
     fi
     return 0
@@ -382,6 +407,14 @@ scen_gen_args() { # scenario -> extra strait-gen options
 # shellcheck source=bench/ovs.sh
 . "$HERE/ovs.sh"
 
+# One line on how each switch's control-plane points are taken (header).
+ctl_desc() {
+    case $1 in
+    strait) echo "bench/lifecycle_bench.py per rep (fresh straitd --no-huge, worker on core $SW_CPU, the rest on core $GEN_CPU): control_N_ports = one bulk port.bind of N ports with 3 groups (remote-group self-reference), reply -> all in the datapath; rule_change = security_group_rule.create of port 2's ingress rule (N ports bound) -> first frame at strait-gen's sink (gap-watch); the reply times of rules in the N ports' group in the note" ;;
+    ovs) echo "ovs.sh ovs_ctl_rep per rep (fresh ovs-vswitchd, br-int + vlan_sg pipeline): control_N_ports = one ovs-vsctl transaction (N dpdkvhostuserclient ports, tag 1) + one ovs-ofctl --bundle add-flows (neutron openvswitch-firewall flows, same groups/IPs) until dump-aggregate counts them; rule_change = ovs-ofctl --bundle add-flow of port 2's ingress rule -> first frame at strait-gen's sink (gap-watch)" ;;
+    esac
+}
+
 # ------------------------------------------------------------ measuring ---
 # Thread placement of PID: "name:cpus-allowed" for each thread.
 threads_of() {
@@ -466,7 +499,25 @@ for sw in "${SW_L[@]}"; do
         printf '%s\t-\t-\t-\t-\tunavailable\tNA\tNA\t\t%s\n' "$sw" "$why" >> "$RES"
     fi
 done
-[ ${#ACTIVE[@]} -gt 0 ] || die "no switch can run"
+# Control-plane switches: Strait (lifecycle_bench.py) and OVS (ovs.sh's
+# ovs_ctl_rep). OVS is not installed for them: without it, no OVS points.
+CTL_ACTIVE=()
+if [ $CONTROL = 1 ]; then
+    for sw in "${CTL_SW_L[@]}"; do
+        case $sw in
+        strait) why=$(sw_strait_check) ;;
+        ovs) if ! command -v ovs-vswitchd > /dev/null || [ ! -x "$OVS_VSWITCHD" ]; then
+                 why="Open vSwitch with DPDK is not installed ($OVS_VSWITCHD; --switches ovs installs it as root)"
+             else why=$(sw_ovs_check); fi ;;
+        *) die "unknown control-plane switch '$sw' (known: strait ovs)" ;;
+        esac
+        if [ -z "$why" ]; then CTL_ACTIVE+=("$sw"); else
+            log "SKIPPING $sw in the control-plane points: $why"
+            printf '%s\t-\t-\t-\tunavailable\t\t%s\n' "$sw" "$why" >> "$CTL_RES"
+        fi
+    done
+fi
+[ ${#ACTIVE[@]} -gt 0 ] || [ ${#CTL_ACTIVE[@]} -gt 0 ] || die "no switch can run"
 for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_default vxlan vxlan_decap)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
@@ -529,7 +580,7 @@ calib() { taskset -c $GEN_CPU "$CALIB" $GEN_CPU $SW_CPU 2>&1 | tail -1; }
 IDLE_START=$(idle_pct)
 CALIB_START=$(calib)
 npoints=$(( ${#SCEN_L[@]} * ${#SIZE_L[@]} * ${#FLOW_L[@]} ))
-log "strait bench: ${ACTIVE[*]}; ${npoints} points x $REPS reps x ${#ACTIVE[@]} switches, ${WARM}+${DUR} s each; memory: $MEM"
+[ ${#ACTIVE[@]} -gt 0 ] && log "strait bench: ${ACTIVE[*]}; ${npoints} points x $REPS reps x ${#ACTIVE[@]} switches, ${WARM}+${DUR} s each; memory: $MEM"
 log "calibration (start): $CALIB_START; CPUs idle before start: $IDLE_START %"
 [ "$IDLE_START" -lt 90 ] && log "WARNING: the machine is busy (only $IDLE_START % idle): numbers will be low and noisy. Busiest: $(ps -eo pcpu,comm --sort=-pcpu --no-headers | head -4 | tr -s ' ' | tr '\n' ',')"
 # Scenarios alternate within each rep too (l2, vxlan, l2, vxlan, ...): a
@@ -552,6 +603,66 @@ for size in "${SIZE_L[@]}"; do
         done
     done
 done
+
+# ------------------------------------------------------- control plane ---
+# Strait: one lifecycle_bench.py run per rep (a fresh straitd, --no-huge):
+# control_sg's bulk bind of N ports with security groups, then rule_change
+# on them. Its JSON is turned into rows of $CTL_RES.
+ctl_strait_rep() { # rep
+    local rep=$1 d=$W/ctl-strait-$1 json
+    mkdir -p "$d"
+    taskset -c $GEN_CPU $PY "$HERE/lifecycle_bench.py" "$BUILD" --ports "$CTL_PORTS" \
+        --scenarios control_sg,rule_change --control-sg-modes bulk --rule-changes "$CTL_CHANGES" \
+        --rule-first-packet --worker $SW_CPU --lock-held --out "$d" > "$d/stdout.txt" 2> "$d/stderr.log"
+    json=$(tail -1 "$d/stdout.txt")
+    $PY - "$json" "$rep" "$CTL_PORTS" >> "$CTL_RES" 2>> "$d/stderr.log" <<'PYEOF'
+import json, sys
+path, rep, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    doc = json.load(open(path))
+except (OSError, ValueError) as e:
+    doc = {"results": [], "failures": [{"scenario": "all", "error": f"no lifecycle JSON ({e})"}]}
+why = "; ".join(f"{f['scenario']}: {f['error']}" for f in doc.get("failures", []))
+def row(sc, flows, r, metric, extra=""):
+    if r and r.get("values_ms"):
+        vals = ",".join(f"{v:.3f}" for v in r["values_ms"])
+        print(f"strait\t{sc}\t{flows}\t{rep}\tok\t{vals}\tmetric={metric} {extra}".rstrip())
+    else:
+        print(f"strait\t{sc}\t{flows}\t{rep}\tfailed\t\t{(why or 'no result').replace(chr(9), ' ')[:500]}")
+res = doc.get("results", [])
+bulk = next((r for r in res if r.get("metric") == "bulk_bind_total_ms"), None)
+row("control_1000_ports", n, bulk, "bulk_port.bind_reply_ms",
+    f"detect=reply_after_publish+check_dp_port groups={bulk['groups']} rules={bulk['rules']}" if bulk else "")
+# rule_change: the create to the first frame through it (as OVS's); without
+# it (failed), the create's reply, which comes once it is live in every worker
+oth = {r["metric"]: r for r in res if r.get("scenario") == "rule_change"}
+metric = next((m for m in ("rule_create_to_first_packet_ms", "rule_create_reply_ms")
+               if oth.get(m, {}).get("values_ms")), "rule_create_to_first_packet_ms")
+rc = oth.get(metric)
+extra = " ".join(f"{m}_p50={r['p50']:.3f}" for m, r in oth.items()
+                 if m != metric and r.get("p50") is not None)
+if metric == "rule_create_to_first_packet_ms" and rc:
+    extra = ("detect=strait-gen_gap-watch(sink_arrival,200us_interval) "
+             f"api_reply_ms={','.join(f'{v:.3f}' for v in rc['reply_ms'])} skipped={rc['skipped']} "
+             f"ports_bound={rc['ports']} {extra}")
+elif rc:
+    extra = f"detect=reply_once_live_in_every_worker group_members={rc['group_members']} {extra}"
+row("rule_change", 1, rc, metric, extra)
+PYEOF
+    log "control rep $rep strait: $(awk -F'\t' -v r=$rep '$1=="strait" && $4==r {printf "%s %s %s; ", $2, $5, $6}' "$CTL_RES")"
+}
+if [ ${#CTL_ACTIVE[@]} -gt 0 ]; then
+    log "control plane: ${CTL_ACTIVE[*]}; control_1000_ports (flows = $CTL_PORTS ports) and rule_change ($CTL_CHANGES changes), $CTL_REPS reps, switches alternated"
+    for rep in $(seq "$CTL_REPS"); do
+        for sw in "${CTL_ACTIVE[@]}"; do
+            case $sw in
+            strait) ctl_strait_rep "$rep" ;;
+            ovs) ovs_ctl_rep "$rep" "$CTL_PORTS" "$CTL_CHANGES" "$CTL_RES" ;;
+            esac
+        done
+    done
+fi
+
 IDLE_END=$(idle_pct)
 CALIB_END=$(calib)
 log "calibration (end): $CALIB_END; CPUs idle after the run: $IDLE_END %"
@@ -560,12 +671,14 @@ log "calibration (end): $CALIB_END; CPUs idle after the run: $IDLE_END %"
 {
     for sw in "${ACTIVE[@]}"; do echo "desc	$sw	$(sw_${sw}_desc)"; done
     for sw in "${!PLACEMENT[@]}"; do echo "placement	$sw	${PLACEMENT[$sw]}"; done
+    for sw in "${CTL_ACTIVE[@]}"; do echo "ctldesc	$sw	$(ctl_desc $sw)"; done
 } > "$W/meta.txt"
 JSON=$OUT/strait-bench-$STAMP.json
 export B_REPS=$REPS B_DUR=$DUR B_WARM=$WARM B_MEM=$MEM B_QUICK=$QUICK B_GEN_CPU=$GEN_CPU B_SW_CPU=$SW_CPU \
     B_CALIB_START="$CALIB_START" B_CALIB_END="$CALIB_END" B_IDLE_START=$IDLE_START B_IDLE_END=$IDLE_END B_WALL=$(( $(date +%s) - T_START )) \
-    B_TESTPMD="$TESTPMD" B_BUILD="$BUILD" B_LOGS="$OUT/$STAMP-logs"
-$PY "$HERE/report.py" "$RES" "$W/meta.txt" "$JSON" || die "report failed (raw results: $RES)"
+    B_TESTPMD="$TESTPMD" B_BUILD="$BUILD" B_LOGS="$OUT/$STAMP-logs" \
+    B_CTL_REPS=$CTL_REPS B_CTL_PORTS=$CTL_PORTS B_CTL_CHANGES=$CTL_CHANGES B_THROUGHPUT=$THROUGHPUT
+$PY "$HERE/report.py" "$RES" "$W/meta.txt" "$JSON" "$CTL_RES" || die "report failed (raw results: $RES)"
 log "logs: $OUT/$STAMP-logs"
 teardown
 echo "$JSON"
