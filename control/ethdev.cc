@@ -4,6 +4,7 @@
 
 #include <rte_bus.h>
 #include <rte_dev.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <spdlog/spdlog.h>
 
@@ -15,6 +16,7 @@ namespace {
 
 constexpr uint16_t kRxDesc = 1024;
 constexpr uint16_t kTxDesc = 1024;
+constexpr unsigned kPoolCache = 128;  // per lcore
 
 Error dev_error(const std::string& devargs, const std::string& what, int rc) {
   return {"device_error", devargs + ": " + what + ": " + rte_strerror(rc < 0 ? -rc : rc)};
@@ -32,7 +34,7 @@ Result<uint16_t> find_or_probe(const std::string& devargs, bool* probed) {
   return Error{"device_error", devargs + ": probed, but no ethdev named '" + name + "'"};
 }
 
-int configure(Ethdev& d, rte_mempool* pool, uint16_t n_workers) {
+int configure(Ethdev& d, uint16_t n_workers) {
   rte_eth_dev_info info;
   int rc = rte_eth_dev_info_get(d.port_id, &info);
   if (rc) return rc;
@@ -48,6 +50,15 @@ int configure(Ethdev& d, rte_mempool* pool, uint16_t n_workers) {
   uint16_t nrx = kRxDesc, ntx = kTxDesc;
   rte_eth_dev_adjust_nb_rx_tx_desc(d.port_id, &nrx, &ntx);
   const int socket = rte_eth_dev_socket_id(d.port_id);
+  // Names are unique while the pool lives, which may be past the port id's.
+  static unsigned seq = 0;
+  const std::string pool_name = "strait_rx" + std::to_string(seq++);
+  d.pool = rte_pktmbuf_pool_create(pool_name.c_str(),
+                                   rx_pool_size(d.n_rxq, nrx, d.n_txq, ntx, n_workers), kPoolCache,
+                                   0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   socket == SOCKET_ID_ANY ? rte_socket_id() : socket);
+  if (!d.pool) return -rte_errno;
+  rte_mempool* pool = d.pool;
   for (uint16_t q = 0; q < d.n_rxq; q++)
     if ((rc = rte_eth_rx_queue_setup(d.port_id, q, nrx, socket, nullptr, pool))) return rc;
   for (uint16_t q = 0; q < d.n_txq; q++)
@@ -60,15 +71,24 @@ int configure(Ethdev& d, rte_mempool* pool, uint16_t n_workers) {
 
 }  // namespace
 
-Result<Ethdev> open_ethdev(const std::string& devargs, rte_mempool* pool, uint16_t n_workers) {
+unsigned rx_pool_size(uint16_t n_rxq, uint16_t rx_desc, uint16_t n_txq, uint16_t tx_desc,
+                      uint16_t n_workers) {
+  return unsigned(n_rxq) * rx_desc + unsigned(n_txq) * tx_desc + 2u * 32 * n_workers +
+         (n_workers + 1u) * kPoolCache * 3 / 2;
+}
+
+Result<Ethdev> open_ethdev(const std::string& devargs, uint16_t n_workers) {
   Ethdev d;
   d.devargs = devargs;
   d.name = devargs_name(devargs);
   auto port = find_or_probe(devargs, &d.probed);
   if (!port) return port.error();
   d.port_id = *port;
-  if (int rc = configure(d, pool, n_workers); rc != 0) {
+  if (int rc = configure(d, n_workers); rc != 0) {
     close_ethdev(d);
+    // Closed, its rings gave their buffers back; a device we did not probe
+    // is only stopped and may still hold some: then the pool stays.
+    if (d.pool && rte_mempool_full(d.pool)) rte_mempool_free(d.pool);
     return dev_error(devargs, "configure/start failed", rc);
   }
   spdlog::info("ethdev {} (port {}): {} rx / {} tx queues", d.name, d.port_id, d.n_rxq, d.n_txq);

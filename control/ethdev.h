@@ -17,14 +17,26 @@ struct Ethdev {
   uint16_t n_rxq = 1;
   uint16_t n_txq = 1;
   bool probed = false;   // we hot-plugged it, so we remove it on close
+  // Its rx rings' packet buffers: a pool of its own, sized from its queues
+  // and descriptors (rx_pool_size). Outlives the device: see close_ethdev.
+  rte_mempool* pool = nullptr;
 };
+
+// Buffers a port's rx pool holds: its rx rings full, as many again in tx
+// rings its frames wait in (other ports' are sized alike), every worker's
+// bursts in flight, and what per-lcore caches may keep.
+unsigned rx_pool_size(uint16_t n_rxq, uint16_t rx_desc, uint16_t n_txq, uint16_t tx_desc,
+                      uint16_t n_workers);
 
 // Finds the device (probing devargs if it is not there yet), configures
 // min(workers, device limit) rx queues (one unless the device does RSS) and
-// tx queues, starts it in promiscuous mode. On failure nothing is left open.
-Result<Ethdev> open_ethdev(const std::string& devargs, rte_mempool* pool, uint16_t n_workers);
+// tx queues with a packet-buffer pool of their own, starts it in
+// promiscuous mode. On failure nothing is left open.
+Result<Ethdev> open_ethdev(const std::string& devargs, uint16_t n_workers);
 // Stops and closes; removes the device if open_ethdev probed it. Call only
-// after a grace period with no snapshot referring to it.
+// after a grace period with no snapshot referring to it. dev.pool is not
+// freed: its buffers may still wait in other ports' tx rings (the caller
+// frees it once rte_mempool_full says they are all back).
 void close_ethdev(const Ethdev& dev);
 
 }  // namespace strait::ctl

@@ -174,6 +174,26 @@ void render_workers(Exposition& e, const json& stats) {
   drop_samples(e, {}, stats.value("drops", json()));
 }
 
+// rte_flow offload of the physnet NICs (show's physnets[].flow_offload):
+// the rules the NIC refused are done in software (STYLE rule 12), counted
+// here so that an alert can see a NIC that stopped taking them.
+void render_offload(Exposition& e, const json& show) {
+  std::vector<std::pair<std::string, const json*>> rows;  // physnet, its flow_offload
+  for (const json& u : array_of(show, "physnets"))
+    if (u.contains("flow_offload") && u["flow_offload"].is_object())
+      rows.emplace_back(u.value("name", ""), &u["flow_offload"]);
+  e.family("strait_physnet_flow_offload_refusals_total", "counter",
+           "rte_flow rules the physnet's NIC refused (validate or create) and software does "
+           "instead, since start.");
+  for (const auto& [name, off] : rows) e.sample({{"physnet", name}}, off->value("refusals", json()));
+  e.family("strait_physnet_flow_offload_rules", "gauge",
+           "The physnet's rte_flow rules now: in the NIC (installed) or done in software.");
+  for (const auto& [name, off] : rows) {
+    e.sample({{"physnet", name}, {"state", "installed"}}, off->value("installed", json()));
+    e.sample({{"physnet", name}, {"state", "software"}}, off->value("refused", json()));
+  }
+}
+
 void render_switch(Exposition& e, const json& stats, const json& show) {
   auto gauge = [&e](const char* name, const char* help, const json& v) {
     e.family(name, "gauge", help);
@@ -193,8 +213,8 @@ void render_switch(Exposition& e, const json& stats, const json& show) {
         libvirt.value("connected", false));
   if (show.contains("mempool") && show["mempool"].is_object()) {
     const json& mp = show["mempool"];
-    gauge("strait_mempool_buffers", "Packet buffers in the pool.", mp.value("buffers", json()));
-    gauge("strait_mempool_buffers_in_use", "Packet buffers in use.", mp.value("in_use", json()));
+    gauge("strait_mempool_buffers", "Packet buffers in all pools (shared and per ethdev port).", mp.value("buffers", json()));
+    gauge("strait_mempool_buffers_in_use", "Packet buffers in use, all pools.", mp.value("in_use", json()));
   }
   if (stats.contains("conntrack") && stats["conntrack"].is_object()) {
     const json& ct = stats["conntrack"];
@@ -297,6 +317,7 @@ std::string render_metrics(const json& stats, const json& show) {
   Exposition e;
   render_ports(e, stats, show);
   render_workers(e, stats);
+  render_offload(e, show);
   render_switch(e, stats, show);
   return e.take();
 }

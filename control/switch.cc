@@ -21,8 +21,7 @@ namespace strait::ctl {
 namespace {
 
 constexpr size_t kMaxLearnedPerNetwork = 1024;
-constexpr unsigned kMbufsPerQueue = 2048;     // rx ring + in flight + tx ring share
-constexpr unsigned kMinMbufs = 16384;
+constexpr unsigned kMinMbufs = 8192;
 
 }  // namespace
 
@@ -47,11 +46,14 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
                      " is not an EAL worker lcore (give it to EAL with -l/--lcores, "
                      "and keep it off the main lcore)");
   }
-  // Sized from what polls: every worker may hold a burst per port queue, and
-  // each rx ring is filled. Devices come and go; this covers the physnets
-  // plus a few dozen queues, and straitd reports it.
+  // The shared pool: frames from vhost ports (the guest's buffers are
+  // copied into it), flood copies, VXLAN headers, ARP. They may wait in the
+  // physnet NICs' tx rings (a ring per worker each) and in every worker's
+  // bursts and tx buffers. Ethdev ports fill their rx rings from pools of
+  // their own, sized from their queues (open_ethdev): nothing here grows
+  // with the ports bound.
   const unsigned n_mbufs = std::max<unsigned>(
-      kMinMbufs, kMbufsPerQueue * (cfg.physnets.size() + 4) * n_workers);
+      kMinMbufs, (4096u + 1024u * unsigned(cfg.physnets.size())) * n_workers);
   sw->pool_ = rte_pktmbuf_pool_create("strait_mbufs", n_mbufs, 256, 0,
                                       RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
   if (!sw->pool_)
@@ -144,7 +146,7 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
     rt.dp = DpPort{idx, 0, {}, 1, false, dp::PortKind::kVhost, -1};
     rt.vhost_path = spec.attach.path;
   } else {
-    auto dev = open_ethdev(spec.attach.devargs, pool_, static_cast<uint16_t>(workers_.size()));
+    auto dev = open_ethdev(spec.attach.devargs, static_cast<uint16_t>(workers_.size()));
     if (!dev) return dev.error();
     rt.dp = DpPort{idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true};
     rt.dev = *dev;
@@ -157,10 +159,22 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
 // the workers stopped).
 void Switch::detach(const PortRuntime& rt) {
   if (!rt.has_device) return;
-  if (rt.dp.kind == dp::PortKind::kVhost)
+  if (rt.dp.kind == dp::PortKind::kVhost) {
     vhost::Backend::instance().remove_socket(rt.vhost_path);
-  else
+  } else {
     close_ethdev(rt.dev);
+    retired_pools_.push_back(rt.dev.pool);
+  }
+}
+
+// Pools of closed ports go once every buffer is back (frames of theirs may
+// have waited in other ports' tx rings).
+void Switch::free_retired_pools() {
+  std::erase_if(retired_pools_, [](rte_mempool* p) {
+    if (p && !rte_mempool_full(p)) return false;
+    rte_mempool_free(p);
+    return true;
+  });
 }
 
 Switch::~Switch() {
@@ -169,17 +183,23 @@ Switch::~Switch() {
   // destroy_device waiting for us).
   for (auto& [id, p] : ports_) detach(p);
   offload_.clear();
-  for (auto& [name, u] : uplinks_) close_ethdev(u.dev);
+  for (auto& [name, u] : uplinks_) {
+    close_ethdev(u.dev);
+    retired_pools_.push_back(u.dev.pool);
+  }
   ports_.clear();
   uplinks_.clear();
   publisher_.poll();  // workers stopped: run what waited for a grace period
   rte_free(shared_.qsbr);
-  rte_mempool_free(pool_);  // every device that drew from it is closed
+  // Every device is closed and no worker runs: whatever buffers are still
+  // out are nobody's any more.
+  for (rte_mempool* p : retired_pools_) rte_mempool_free(p);
+  rte_mempool_free(pool_);
 }
 
 Status Switch::open_physnets() {
   for (const auto& [name, devargs] : cfg_.physnets) {
-    auto dev = open_ethdev(devargs, pool_, static_cast<uint16_t>(workers_.size()));
+    auto dev = open_ethdev(devargs, static_cast<uint16_t>(workers_.size()));
     if (!dev) return Error{"device_error", "physnets." + name + ".device: " + dev.error().message};
     auto idx = alloc_dp();
     Uplink u{DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true}, *dev};
@@ -260,6 +280,7 @@ void Switch::poll() {
   poll_cache_dumps();
   poll_conntrack();
   poll_rebalance(shared_.now_sec.load(std::memory_order_relaxed));
+  free_retired_pools();
 }
 
 Switch::PortRuntime* Switch::port_by_vhost(const std::string& path, int vid, std::string* id) {

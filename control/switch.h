@@ -102,6 +102,7 @@ class Switch {
   // Opens the port's device (ethdev) or socket (vhost) under datapath index dp.
   Result<PortRuntime> attach(const PortSpec& spec, uint16_t dp);
   void detach(const PortRuntime& rt);
+  void free_retired_pools();
   void republish();
 
   // API methods (switch_api.cc).
@@ -236,7 +237,8 @@ class Switch {
   std::unique_ptr<Store> store_;
   dp::DataplaneShared shared_;
   Publisher publisher_;
-  rte_mempool* pool_ = nullptr;
+  rte_mempool* pool_ = nullptr;              // shared: vhost rx, copies, tunnel headers
+  std::vector<rte_mempool*> retired_pools_;  // of closed ethdevs, until their buffers are back
   std::vector<std::unique_ptr<dp::Worker>> workers_;
   std::vector<uint32_t> rxq_load_;  // rx queues owned per worker
   std::map<uint64_t, uint64_t> rxq_base_;  // (dp << 16 | queue) -> rxq_cycles at the window's start

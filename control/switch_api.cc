@@ -333,13 +333,31 @@ json Switch::show() const {
                          {"automatic", auto_rebalances_}, {"in_progress", rebalancing_}}}};
 }
 
-// The packet buffers: sized at start from workers and physnets (not OVS's
-// fixed 788 MB per NUMA node per MTU), and how many are in use now.
+// The packet buffers (not OVS's fixed 788 MB per NUMA node per MTU): the
+// shared pool, sized at start from workers and physnets, and one pool per
+// ethdev port, sized from its queues when it is opened and gone after it
+// closes; the totals, and each pool.
 json Switch::mempool_json() const {
-  const size_t obj = pool_->header_size + pool_->elt_size + pool_->trailer_size;
-  return {{"name", pool_->name}, {"buffers", pool_->size},
-          {"in_use", rte_mempool_in_use_count(pool_)}, {"buffer_bytes", obj},
-          {"memory_bytes", obj * pool_->populated_size}};
+  json pools = json::array();
+  uint64_t buffers = 0, in_use = 0, bytes = 0;
+  auto add = [&](const rte_mempool* mp, const std::string& owner) {
+    if (!mp) return;
+    const size_t obj = mp->header_size + mp->elt_size + mp->trailer_size;
+    const uint64_t used = rte_mempool_in_use_count(mp);
+    pools.push_back({{"name", mp->name}, {"owner", owner}, {"buffers", mp->size},
+                     {"in_use", used}, {"memory_bytes", obj * mp->populated_size}});
+    buffers += mp->size;
+    in_use += used;
+    bytes += obj * mp->populated_size;
+  };
+  add(pool_, "shared");
+  for (const auto& [name, u] : uplinks_) add(u.dev.pool, "physnet:" + name);
+  for (const auto& [id, p] : ports_)
+    if (p.has_device && p.dp.kind == dp::PortKind::kEthdev) add(p.dev.pool, id);
+  for (const rte_mempool* mp : retired_pools_) add(mp, "closed");
+  return {{"buffers", buffers}, {"in_use", in_use}, {"memory_bytes", bytes},
+          {"buffer_bytes", pool_->header_size + pool_->elt_size + pool_->trailer_size},
+          {"pools", pools}};
 }
 
 json Switch::stats() const {

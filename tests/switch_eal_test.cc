@@ -317,10 +317,37 @@ TEST_F(SwitchTest, LogLevelChangesAtRunTimeAndShowReportsMempool) {
   EXPECT_EQ(h_->ok("log.level")["level"], "debug");
   EXPECT_EQ(h_->ok("log.level", {{"level", "info"}})["level"], "info");
   const json pool = h_->ok("show")["mempool"];
-  EXPECT_GE(pool["buffers"].get<uint64_t>(), 16384u);
   EXPECT_LE(pool["in_use"].get<uint64_t>(), pool["buffers"].get<uint64_t>());
   EXPECT_GE(pool["memory_bytes"].get<uint64_t>(),
             pool["buffers"].get<uint64_t>() * pool["buffer_bytes"].get<uint64_t>());
+  ASSERT_FALSE(pool["pools"].empty());
+  EXPECT_EQ(pool["pools"][0]["owner"], "shared");
+  EXPECT_GE(pool["pools"][0]["buffers"].get<uint64_t>(), 8192u);
+}
+
+// Packet buffers are sized from ports and queues: an ethdev port brings a
+// pool sized for its rings (not a fixed share of one big pool) and takes it
+// away when it is unbound.
+TEST_F(SwitchTest, EthdevPortsHaveBufferPoolsSizedFromTheirQueues) {
+  auto pools = [&] { return h_->ok("show")["mempool"]; };
+  const json before = pools();
+  h_->ok("network.create", {{"id", "n1"}, {"type", "local"}});
+  bind(1, "n1", kMacA);
+  const std::string id = uuid(1);
+  const json with = pools();
+  json mine;
+  for (const json& p : with["pools"])
+    if (p["owner"] == id) mine = p;
+  ASSERT_FALSE(mine.is_null()) << with.dump();
+  // net_ring: one rx and one tx queue of 1024 descriptors, one worker.
+  EXPECT_EQ(mine["buffers"].get<unsigned>(), ctl::rx_pool_size(1, 1024, 1, 1024, 1));
+  EXPECT_EQ(with["buffers"].get<uint64_t>(),
+            before["buffers"].get<uint64_t>() + mine["buffers"].get<uint64_t>());
+  h_->ok("port.unbind", {{"id", id}});
+  h_->pump(std::chrono::milliseconds(200));  // the grace period, then the pool goes
+  const json after = pools();
+  EXPECT_EQ(after["buffers"], before["buffers"]) << after.dump();
+  EXPECT_EQ(after["pools"].size(), before["pools"].size());
 }
 
 // An API change is live when its reply arrives: once port.unbind returns,
