@@ -18,6 +18,7 @@
 #include <rte_flow.h>
 
 #include "control/flow_offload.h"
+#include "control/metrics.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -233,6 +234,44 @@ bool kernel_has_tc_flower(const std::string& iface) {
   return sh("tc qdisc show dev " + iface).find("multiq") != std::string::npos;
 }
 
+// What net_tap's rte_flow needs of the kernel for these rules: the multiq
+// root and ingress qdiscs, flower, the gact (DROP) and skbedit (QUEUE)
+// actions. As modules they are loaded here, before the PMD asks for them.
+constexpr struct {
+  const char* config;
+  const char* module;
+} kTapFlowKernel[] = {{"CONFIG_NET_SCH_MULTIQ", "sch_multiq"},
+                     {"CONFIG_NET_SCH_INGRESS", "sch_ingress"},
+                     {"CONFIG_NET_CLS_FLOWER", "cls_flower"},
+                     {"CONFIG_NET_ACT_GACT", "act_gact"},
+                     {"CONFIG_NET_ACT_SKBEDIT", "act_skbedit"}};
+
+void load_tc_modules() {
+  if (sh("command -v modprobe").empty()) return;
+  for (const auto& k : kTapFlowKernel) sh(std::string("modprobe -q ") + k.module);
+}
+
+// Why the kernel took no rules, as precisely as /proc/config.gz tells:
+// the options it lacks, and whether modules could have supplied them.
+std::string tc_flower_missing() {
+  const std::string release = sh("uname -r");
+  std::string why = "kernel " + release.substr(0, release.find('\n'));
+  const std::string config = sh("zcat /proc/config.gz");
+  if (config.find("CONFIG_NET_SCHED") == std::string::npos)
+    return why + " has no TC multiq/flower support for net_tap's rte_flow (no /proc/config.gz "
+                 "to say which part is missing)";
+  std::string missing;
+  for (const auto& k : kTapFlowKernel)
+    if (config.find(std::string(k.config) + "=y") == std::string::npos &&
+        config.find(std::string(k.config) + "=m") == std::string::npos)
+      missing += std::string(missing.empty() ? "" : ", ") + k.config;
+  why += missing.empty() ? " has the TC options net_tap needs, yet no multiq qdisc appeared"
+                         : " lacks " + missing;
+  if (config.find("# CONFIG_MODULES is not set") != std::string::npos)
+    why += " (built without module support: nothing can be loaded)";
+  return why;
+}
+
 // A frame into the tap from the kernel side: what a wire would bring the NIC.
 void kernel_send(const std::string& iface, const std::vector<Frame>& frames) {
   int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
@@ -270,6 +309,7 @@ class TapOffloadTest : public ::testing::Test {
       GTEST_SKIP() << "net_tap needs root and /dev/net/tun";
     auto cfg = test_config();
     cfg.physnets = {{"physnet1", std::string("net_tap0,iface=") + kIface}};
+    load_tc_modules();
     h_ = std::make_unique<Harness>(cfg);
     flower_ = kernel_has_tc_flower(kIface);
   }
@@ -298,7 +338,7 @@ TEST_F(TapOffloadTest, RulesCreatedRemovedAndReplayed) {
   bind(2, "n200", kMacB);
   json off = physnet_offload(*h_, "physnet1");
   if (!flower_) {
-    // This kernel has no sch_multiq/cls_flower: net_tap validates the rules
+    // This kernel cannot hold the rules (tc_flower_missing): net_tap validates them
     // and the kernel refuses them. Everything stays with software, counted.
     EXPECT_EQ(off["installed"], 0) << off.dump();
     EXPECT_EQ(off["refused"], 3) << off.dump();
@@ -306,7 +346,9 @@ TEST_F(TapOffloadTest, RulesCreatedRemovedAndReplayed) {
     EXPECT_NE(off["last_error"].get<std::string>().find("create"), std::string::npos) << off.dump();
     json r = h_->ok("physnet.restart", {{"name", "physnet1"}});
     EXPECT_EQ(r["flow_offload"]["refused"], 3);
-    GTEST_SKIP() << "kernel without TC flower/multiq: the fallback was checked, the rules cannot be";
+    GTEST_SKIP() << tc_flower_missing()
+                 << ": net_tap cannot hold rte_flow rules; the fallback was checked, the rules "
+                    "cannot be";
   }
   EXPECT_EQ(off["installed"], 3) << off.dump();
   EXPECT_EQ(off["refused"], 0) << off.dump();
@@ -378,6 +420,15 @@ TEST(RingOffload, NoRteFlowLeavesItToSoftware) {
   EXPECT_EQ(off["supported"], false) << off.dump();
   EXPECT_EQ(off["installed"], 0);
   EXPECT_EQ(off["refused"], 2);
+  // The fallback as Prometheus scrapes it: both rules refused, by physnet.
+  const std::string metrics = ctl::render_metrics(h.sw().stats(), h.sw().show());
+  EXPECT_NE(metrics.find("strait_physnet_flow_offload_refusals_total{physnet=\"physnet1\"} " +
+                         std::to_string(off["refusals"].get<uint64_t>()) + "\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_GE(off["refusals"].get<uint64_t>(), 2u);
+  EXPECT_NE(metrics.find("strait_physnet_flow_offload_rules{physnet=\"physnet1\",state=\"software\"} 2\n"),
+            std::string::npos);
   // Software does what the NIC would have.
   phys.send(scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
                   "')/Dot1Q(vlan=101)/IP()/UDP(), Ether(src='" + kRemote + "', dst='" + kMacA +

@@ -39,7 +39,10 @@ json show_reply() {
   return json::parse(R"({
     "version": "0.1.0 \"dev\"\\x\ny", "generation": 7, "learned_macs": 4,
     "workers": [{"id": 0, "lcore": 1, "rx_queues": []}],
-    "physnets": [{"name": "phys1", "state": "up"}],
+    "physnets": [{"name": "phys1", "state": "up",
+                  "flow_offload": {"enabled": true, "supported": true, "installed": 1,
+                                   "refused": 2, "refusals": 5, "last_error": "no"}},
+                 {"name": "phys2", "state": "up", "flow_offload": null}],
     "networks": [{"id": "net-a"}],
     "ports": [{"id": "11111111-0000-4000-8000-000000000001", "network": "net-a",
                "state": "down"}],
@@ -110,6 +113,19 @@ TEST(Metrics, EveryFamilyIsWholeAndAnnounced) {
     samples++;
   }
   EXPECT_GT(samples, 50);
+}
+
+// The rte_flow fallback (issue 6): rules refused by a physnet's NIC, per physnet.
+TEST(Metrics, FlowOffloadFallbackPerPhysnet) {
+  const std::string text = render_metrics(stats_reply(), show_reply());
+  EXPECT_THAT(text, HasSubstr("# TYPE strait_physnet_flow_offload_refusals_total counter\n"
+                              "strait_physnet_flow_offload_refusals_total{physnet=\"phys1\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "strait_physnet_flow_offload_rules{physnet=\"phys1\",state=\"installed\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "strait_physnet_flow_offload_rules{physnet=\"phys1\",state=\"software\"} 2\n"));
+  // A physnet without offload state (no NIC opened) has no series.
+  EXPECT_THAT(text, Not(HasSubstr("physnet=\"phys2\"")));
 }
 
 TEST(Metrics, MissingPiecesAreNotInvented) {
