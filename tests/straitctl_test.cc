@@ -155,6 +155,20 @@ TEST_F(StraitctlArgs, ShowAndStats) {
   EXPECT_EQ(parse({"stats", "--watch", "0"}).rc, kExitUsage);
 }
 
+TEST_F(StraitctlArgs, LogLevel) {
+  auto get = parse({"log-level"});
+  ASSERT_EQ(get.rc, -1) << get.err;
+  EXPECT_EQ(get.inv.method, "log.level");
+  EXPECT_EQ(get.inv.view, View::kLogLevel);
+  EXPECT_EQ(get.inv.params, json::object());  // no level: only read it
+  auto set = parse({"log-level", "debug"});
+  ASSERT_EQ(set.rc, -1) << set.err;
+  EXPECT_EQ(set.inv.params, (json{{"level", "debug"}}));
+  auto bad = parse({"log-level", "chatty"});
+  EXPECT_EQ(bad.rc, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("chatty"));
+}
+
 TEST_F(StraitctlArgs, Call) {
   auto p = parse({"call", "port.show", R"({"id": "x", "n": [1, 2]})"});
   ASSERT_EQ(p.rc, -1) << p.err;

@@ -46,12 +46,14 @@ struct Args {
   std::string vtep;
   std::vector<std::string> vteps;
   bool dry_run = false;  // workers rebalance
+  std::optional<std::string> log_level;
 };
 
 struct Commands {
   CLI::App *net_create, *net_delete, *net_list;
   CLI::App *port_bind, *port_unbind, *port_list, *port_show;
   CLI::App *show, *stats, *call, *events;
+  CLI::App* log_level = nullptr;
   CLI::App *trace = nullptr, *cache_dump = nullptr, *rebalance = nullptr;
   CLI::App* port_update = nullptr;
   CLI::App *sg_create = nullptr, *sg_delete = nullptr, *sg_list = nullptr, *sg_show = nullptr;
@@ -308,6 +310,10 @@ void add_other_commands(CLI::App& app, Args& a, Commands& c) {
   c.stats = app.add_subcommand("stats", "Port, worker and drop counters");
   c.stats->add_option("-w,--watch", a.watch, "Repeat every SECONDS until interrupted")
       ->check(positive_seconds);
+  c.log_level = app.add_subcommand(
+      "log-level", "Print straitd's log level (and DPDK's), or change it at run time");
+  c.log_level->add_option("LEVEL", a.log_level, "debug, info, warning or error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
   c.call = app.add_subcommand("call", "Send a raw request and print the reply's result");
   c.call->add_option("METHOD", a.method, "API method, e.g. network.list")->required();
   c.call->add_option("JSON-PARAMS", a.raw_params, "Request params, a JSON object");
@@ -426,6 +432,10 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.method = "events.subscribe";
     inv.view = View::kEvents;
     inv.timeout_seconds = 0;  // events come when they come
+  } else if (c.log_level && c.log_level->parsed()) {
+    inv.method = "log.level";
+    inv.view = View::kLogLevel;
+    if (a.log_level) p = {{"level", *a.log_level}};
   } else if (c.trace && c.trace->parsed()) {
     inv.method = "trace";
     inv.view = View::kTrace;

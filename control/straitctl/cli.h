@@ -26,6 +26,7 @@ enum class View {
   kGroupDetail,  // security-group show: its fields, then its rules
   kRuleRow,      // security-group rule create: the rule as a one-row table
   kTunnel,       // tunnel show: the VTEP, the remote VTEPs, each network's FDB and flood list
+  kLogLevel,     // log-level: the level in force, alone on a line
 };
 
 struct Invocation {

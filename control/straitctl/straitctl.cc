@@ -76,6 +76,9 @@ void print_result(const Invocation& inv, const json& result) {
     case View::kTunnel:
       std::cout << render_tunnel(result);
       break;
+    case View::kLogLevel:
+      std::cout << result.value("level", "-") << "\n";
+      break;
     case View::kRaw:
     case View::kEvents:
       break;

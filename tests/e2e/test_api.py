@@ -208,6 +208,23 @@ def test_straitctl_cannot_reach_the_switch_exits_2(sw, tmp_path):
     assert p.returncode == 0  # $STRAIT_SOCKET is the default socket
 
 
+def test_straitctl_log_level_reads_and_changes_the_level_at_run_time(sw):
+    before = sw.ctl("log-level").stdout.strip()
+    assert before in ("debug", "info", "warning", "error")
+    try:
+        assert sw.ctl("log-level", "debug").stdout.strip() == "debug"
+        assert sw.ctl("log-level").stdout.strip() == "debug"
+        assert sw.call("log.level") == {"level": "debug"}
+        assert "log level set to debug" in sw.log.read_text(errors="replace")
+        assert json.loads(sw.ctl("log-level", json_out=True).stdout) == {"level": "debug"}
+        p = sw.ctl("log-level", "chatty", check=False)  # refused before anything is sent
+        assert p.returncode == 2 and "chatty" in p.stderr
+        assert sw.ctl("log-level").stdout.strip() == "debug"
+    finally:
+        sw.ctl("log-level", before)
+    assert sw.ctl("log-level").stdout.strip() == before
+
+
 def test_straitctl_version_and_help():
     p = subprocess.run([str(STRAITCTL), "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip().startswith("straitctl ")
