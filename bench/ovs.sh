@@ -18,6 +18,19 @@
 #            neutron's openvswitch agent binds two ports of one network (b)
 #   vlan_sg  vlan + the openvswitch firewall driver's conntrack pipeline for
 #            one security group (c): two ct() lookups, 3 datapath passes
+#   vxlan    VXLAN encap as neutron's openvswitch agent has it (d): br-int
+#            (NORMAL, VM port vhu1 with local VLAN tag 1, the remote MAC2 as
+#            a static fdb entry on patch-tun) -> patch -> br-tun (the
+#            agent's tables 0 -> 2 -> 20: strip_vlan, set tun_id, output to
+#            vxlan0) -> vxlan0 (remote $VTEP_REMOTE, local $VTEP_LOCAL) ->
+#            br-phy (the VTEP address on its internal port, tnl/arp/set of
+#            the remote VTEP) -> phy0, a type=dpdk port on the generator's
+#            sink socket (net_vhost1 client, Strait's physnet device)
+#   vxlan_decap  the same bridges the other way: the generator (on phy0 =
+#            net_vhost0) plays the remote VTEP; br-phy terminates the tunnel
+#            (its MAC is the generator's outer destination), br-tun tables
+#            0 -> 4 (tun_id -> local VLAN 1) -> 10 -> patch -> br-int NORMAL
+#            -> vhu2 (tag 1; MAC2 as a static fdb entry there)
 
 OVS_DEB_VSWITCHD=/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk
 # STRAIT_BENCH_OVS_VSWITCHD: another ovs-vswitchd build (e.g. one's own)
@@ -137,9 +150,76 @@ EOF
 
 # vlan_sg_default (neutron's default group with remote-group rules) has no
 # OVS pipeline here: no row, not a failure.
-sw_ovs_supports() { case "$1" in l2|vlan|vlan_sg) return 0 ;; *) return 1 ;; esac; }
+sw_ovs_supports() { case "$1" in l2|vlan|vlan_sg|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
 
 ovs_bridge_of() { case "$1" in l2) echo br0 ;; *) echo br-int ;; esac; }
+
+# vxlan/vxlan_decap: br-phy's MAC. In vxlan_decap it must be the outer
+# destination MAC of the generator's frames (strait-gen's --outer-dst-mac
+# default): OVS terminates a tunnel only for frames to the bridge's MAC.
+OVS_PHY_MAC=02:00:00:00:00:fd
+ovs_netns() { nsenter -t "$SW_PID" -n "$@"; }   # ovs-vswitchd's network namespace
+
+# neutron's openvswitch agent's br-tun for one vxlan network (local VLAN 1,
+# VNI $VNI) with l2population, in the anchor's layout: patch-int = 1,
+# vxlan0 = 2. 0: from br-int -> 2, from the tunnel -> 4; 2: unicast -> 20,
+# multicast -> 22; 4: VNI -> local VLAN -> 10 -> br-int; 20: the remote
+# MAC (l2pop) -> strip the VLAN, set the VNI, out the tunnel; 22: flood.
+ovs_tun_flows() {
+    local vni; vni=$(printf '0x%x' "$VNI")
+    cat <<EOF
+table=0,priority=1,in_port=1,actions=resubmit(,2)
+table=0,priority=1,in_port=2,actions=resubmit(,4)
+table=0,priority=0,actions=drop
+table=2,priority=0,dl_dst=00:00:00:00:00:00/01:00:00:00:00:00,actions=resubmit(,20)
+table=2,priority=0,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=resubmit(,22)
+table=4,priority=1,tun_id=$vni,actions=mod_vlan_vid:1,resubmit(,10)
+table=4,priority=0,actions=drop
+table=10,priority=1,actions=output:1
+table=20,priority=2,dl_vlan=1,dl_dst=$MAC2,actions=strip_vlan,load:$vni->NXM_NX_TUN_ID[],output:2
+table=20,priority=0,actions=resubmit(,22)
+table=22,priority=1,dl_vlan=1,actions=strip_vlan,load:$vni->NXM_NX_TUN_ID[],output:2
+table=22,priority=0,actions=drop
+EOF
+}
+
+# After ovs-vswitchd is up (vxlan/vxlan_decap): the VTEP address on
+# br-phy's internal port (in ovs-vswitchd's namespace: OVS's tunnel route
+# comes from it), the remote VTEP's MAC (tnl/arp/set: the static next hop,
+# as Strait's next_hop_mac; no ARP), the static fdb entries, br-tun's flows.
+ovs_tunnel_setup() { # scenario log
+    local sc=$1 log=$2 t net=${VTEP_LOCAL%.*}.0/24
+    for t in $(seq 100); do ovs_netns ip link show br-phy > /dev/null 2>&1 && break; sleep 0.1; done
+    { ovs_netns sysctl -qw net.ipv6.conf.br-phy.disable_ipv6=1   # no ND/MLD frames at the sink
+      ovs_netns ip addr add "$VTEP_LOCAL/24" dev br-phy && ovs_netns ip link set br-phy up
+    } >> "$log" 2>&1 || { ovs_fail "cannot put $VTEP_LOCAL/24 on br-phy in ovs-vswitchd's namespace"; return 1; }
+    for t in $(seq 100); do
+        ovs_appctl ovs/route/show 2>/dev/null | grep -q "$net dev br-phy" && break
+        sleep 0.1
+    done
+    ovs_appctl ovs/route/show 2>/dev/null | grep -q "$net dev br-phy" ||
+        { ovs_fail "OVS has no route to $net via br-phy"; return 1; }
+    { ovs_appctl tnl/arp/set br-phy "$VTEP_REMOTE" "$NEXT_HOP_MAC" &&
+      if [ "$sc" = vxlan ]; then
+          # where the next hop is on the underlay, and MAC2 behind the tunnel
+          ovs_appctl fdb/add br-phy phy0 0 "$NEXT_HOP_MAC" &&
+          ovs_appctl fdb/add br-int patch-tun 1 "$MAC2"
+      else
+          # the VM (the sink) sends nothing: MAC2 as a static entry, as
+          # Strait knows its port's MAC
+          ovs_appctl fdb/add br-int vhu2 1 "$MAC2"
+      fi
+    } >> "$log" 2>&1 || { ovs_fail "ovs-appctl tnl/arp/set or fdb/add failed"; return 1; }
+    ovs_tun_flows > "$OVS_DIR/tun.flows"
+    ovs_ofctl --bundle replace-flows br-tun "$OVS_DIR/tun.flows" >> "$log" 2>&1 ||
+        { ovs_fail "ovs-ofctl replace-flows br-tun failed"; return 1; }
+    { echo "=== ovs-appctl ovs/route/show"; ovs_appctl ovs/route/show
+      echo "=== ovs-appctl tnl/arp/show"; ovs_appctl tnl/arp/show
+      echo "=== ovs-appctl tnl/ports/show -v"; ovs_appctl tnl/ports/show -v
+      echo "=== ip -br addr (ovs-vswitchd's namespace)"; ovs_netns ip -br addr
+    } >> "$log" 2>&1
+    return 0
+}
 
 ovs_fail() { # message: prints it with the tails of the OVS logs
     echo "ovs: $*"
@@ -151,11 +231,45 @@ ovs_fail() { # message: prints it with the tails of the OVS logs
 }
 
 sw_ovs_start() { # scenario sock1 sock2 log
-    local sc=$1 s1=$2 s2=$3 log=$4 br t ports
+    local sc=$1 s1=$2 s2=$3 log=$4 br t ports x ok=0 late= late_if= vm
     br=$(ovs_bridge_of "$sc")
+    # what the start waits for: interface:ofport, and each bridge's socket
+    local wait_if="vhu1:1 vhu2:2" wait_br=$br
+    OVS_SINK_IF=vhu2 OVS_BRS=$br
     case "$sc" in
     l2) ports="$(ovs_port $br vhu1 1 "$s1") $(ovs_port $br vhu2 2 "$s2") -- set bridge $br fail_mode=secure" ;;
     vlan|vlan_sg) ports="$(ovs_port $br vhu1 1 "$s1" tag=1) $(ovs_port $br vhu2 2 "$s2" tag=1)" ;;
+    vxlan|vxlan_decap)
+        # vxlan: the VM is vhu1 (the generator) and the underlay NIC phy0 is
+        # the sink's socket; vxlan_decap: the other way round. phy0 is a
+        # type=dpdk port on the DPDK vhost PMD (client of the generator's
+        # server socket: the device string Strait's physnet gets), with the
+        # anchor's mtu_request=1600 (the vhost PMD refuses MTU changes and
+        # carries the 1564-byte frames anyway). The port on the generator's
+        # transmitting socket is added last, once the tunnel is set up
+        # (ovs_tunnel_setup): the generator starts when both links are up,
+        # and its first frames then find the whole path in place.
+        local vmp phyp
+        if [ "$sc" = vxlan ]; then
+            vmp="$(ovs_port $br vhu1 1 "$s1" tag=1)" vm=vhu1:1
+            phyp="net_vhost1,iface=$s2,client=1,queues=1"
+        else
+            vmp="$(ovs_port $br vhu2 2 "$s2" tag=1)" vm=vhu2:2
+            phyp="net_vhost0,iface=$s1,client=1,queues=1"
+        fi
+        phyp="-- add-port br-phy phy0 -- set Interface phy0 type=dpdk options:dpdk-devargs=$phyp ofport_request=1 mtu_request=1600"
+        ports="-- add-port $br patch-tun -- set Interface patch-tun type=patch options:peer=patch-int ofport_request=10"
+        ports+=" -- add-br br-tun -- set bridge br-tun datapath_type=netdev"
+        ports+=" -- add-port br-tun patch-int -- set Interface patch-int type=patch options:peer=patch-tun ofport_request=1"
+        ports+=" -- add-port br-tun vxlan0 -- set Interface vxlan0 type=vxlan ofport_request=2"
+        ports+=" options:remote_ip=$VTEP_REMOTE options:local_ip=$VTEP_LOCAL options:in_key=flow options:out_key=flow options:dst_port=4789"
+        ports+=" -- add-br br-phy -- set bridge br-phy datapath_type=netdev other_config:hwaddr=$OVS_PHY_MAC"
+        wait_br="$br br-tun br-phy"
+        if [ "$sc" = vxlan ]; then ports+=" $phyp" late=$vmp wait_if=phy0:1 late_if=$vm
+        else ports+=" $vmp" late=$phyp wait_if=$vm late_if=phy0:1; fi
+        OVS_BRS="$br br-tun br-phy"
+        OVS_SINK_IF=phy0; [ "$sc" = vxlan_decap ] && OVS_SINK_IF=vhu2
+        ;;
     *) echo "ovs: unknown scenario $sc"; return 1 ;;
     esac
     sw_ovs_cleanup
@@ -167,7 +281,9 @@ sw_ovs_start() { # scenario sock1 sock2 log
         ovs_fail "ovsdb-server did not start" || return 1
     OVS_DB_PID=$(cat $OVS_DIR/ovsdb-server.pid 2>/dev/null)
     # The whole configuration goes in before ovs-vswitchd starts: it comes up
-    # with its bridge and both ports.
+    # with its bridge and both ports (vxlan/vxlan_decap: its bridges and
+    # every port but the one the generator sends into, added after the
+    # tunnel's route, ARP entry and flows).
     ovs_dpdk_config
     # shellcheck disable=SC2086
     ovs_vsctl --no-wait init -- set Open_vSwitch . "${OVS_DPDK_CFG[@]}" \
@@ -183,25 +299,45 @@ sw_ovs_start() { # scenario sock1 sock2 log
     SW_PID=$!
     for t in $(seq 300); do
         kill -0 $SW_PID 2>/dev/null || { ovs_fail "ovs-vswitchd exited during start-up"; return 1; }
-        [ "$(ovs_vsctl --no-wait get Interface vhu2 ofport 2>/dev/null)" = 2 ] &&
-            [ "$(ovs_vsctl --no-wait get Interface vhu1 ofport 2>/dev/null)" = 1 ] &&
-            [ -S "$OVS_DIR/$br.mgmt" ] && break
+        ok=1
+        for x in $wait_if; do
+            [ "$(ovs_vsctl --no-wait get Interface "${x%:*}" ofport 2>/dev/null)" = "${x#*:}" ] || { ok=0; break; }
+        done
+        for x in $wait_br; do [ -S "$OVS_DIR/$x.mgmt" ] || ok=0; done
+        [ $ok = 1 ] && break
         sleep 0.1
     done
     [ "$(ovs_vsctl --no-wait get Open_vSwitch . dpdk_initialized 2>/dev/null)" = true ] ||
         { ovs_fail "DPDK did not initialise in ovs-vswitchd within 30 s"; return 1; }
-    [ -S "$OVS_DIR/$br.mgmt" ] || { ovs_fail "ports not up within 30 s: $(ovs_vsctl --no-wait get Interface vhu1 error 2>&1) $(ovs_vsctl --no-wait get Interface vhu2 error 2>&1)"; return 1; }
+    if [ $ok = 0 ]; then
+        local errs=
+        for x in $wait_if; do
+            errs+="${x%:*}: ofport $(ovs_vsctl --no-wait get Interface "${x%:*}" ofport 2>&1) $(ovs_vsctl --no-wait get Interface "${x%:*}" error 2>&1); "
+        done
+        ovs_fail "ports or bridges not up within 30 s: $errs"; return 1
+    fi
     case "$sc" in
     l2) echo "table=0,priority=1,in_port=1,actions=output:2" > "$OVS_DIR/flows" ;;
-    vlan) : > "$OVS_DIR/flows" ;;
+    vlan|vxlan|vxlan_decap) : > "$OVS_DIR/flows" ;;   # br-int: the default NORMAL flow
     vlan_sg) ovs_fw_flows > "$OVS_DIR/flows" ;;
     esac
+    if [ -n "$late" ]; then
+        ovs_tunnel_setup "$sc" "$log" || return 1
+        # shellcheck disable=SC2086
+        ovs_vsctl $late >> "$log" 2>&1 || { ovs_fail "ovs-vsctl: cannot add ${late_if%:*}"; return 1; }
+        for t in $(seq 100); do
+            [ "$(ovs_vsctl --no-wait get Interface "${late_if%:*}" ofport 2>/dev/null)" = "${late_if#*:}" ] && break
+            sleep 0.1
+        done
+        [ "$(ovs_vsctl --no-wait get Interface "${late_if%:*}" ofport 2>/dev/null)" = "${late_if#*:}" ] ||
+            { ovs_fail "${late_if%:*} not up within 10 s: $(ovs_vsctl --no-wait get Interface "${late_if%:*}" error 2>&1)"; return 1; }
+    fi
     if [ -s "$OVS_DIR/flows" ]; then
         ovs_ofctl --bundle replace-flows $br "$OVS_DIR/flows" >> "$log" 2>&1 ||
             { ovs_fail "ovs-ofctl replace-flows failed"; return 1; }
     fi
     { echo "=== ovs-vsctl show"; ovs_vsctl show
-      echo "=== ovs-ofctl dump-flows $br"; ovs_ofctl dump-flows $br
+      for x in $OVS_BRS; do echo "=== ovs-ofctl dump-flows $x"; ovs_ofctl dump-flows $x; done
       echo "=== ovs-appctl dpif-netdev/pmd-rxq-show"; ovs_appctl dpif-netdev/pmd-rxq-show
     } >> "$log" 2>&1
     OVS_BR=$br
@@ -212,11 +348,15 @@ sw_ovs_stop() {
     if kill -0 "$SW_PID" 2>/dev/null; then
         ovs_appctl dpif-netdev/pmd-stats-show -pmd $SW_CPU > "$W/ovs-pmd.txt" 2>&1
         local dropped
-        dropped=$(ovs_vsctl --no-wait get Interface vhu2 statistics:tx_dropped 2>/dev/null | tr -d '"')
+        dropped=$(ovs_vsctl --no-wait get Interface "${OVS_SINK_IF:-vhu2}" statistics:tx_dropped 2>/dev/null | tr -d '"')
         { echo "=== ovs-appctl dpif-netdev/pmd-stats-show"; cat "$W/ovs-pmd.txt"
           echo "=== ovs-appctl dpctl/dump-flows"; ovs_appctl dpctl/dump-flows
           if [ "${OVS_DUMP_FLOWS:-1}" = 1 ]; then
-              echo "=== ovs-ofctl dump-flows ${OVS_BR:-br0}"; ovs_ofctl dump-flows "${OVS_BR:-br0}"
+              local x
+              for x in ${OVS_BRS:-${OVS_BR:-br0}}; do
+                  echo "=== ovs-ofctl dump-flows $x"; ovs_ofctl dump-flows "$x"
+                  echo "=== ovs-appctl fdb/show $x"; ovs_appctl fdb/show "$x"
+              done
           else   # ovs_ctl_rep: 73 000 flows
               echo "=== ovs-ofctl dump-aggregate ${OVS_BR:-br0}"; ovs_ofctl dump-aggregate "${OVS_BR:-br0}"
           fi

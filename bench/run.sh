@@ -5,22 +5,29 @@
 # minutes (see bench/README.md).
 #
 # Usage: bash bench/run.sh BUILD_DIR [options]
-#   --quick            1 rep, 64 B, 1 flow; control plane: 1 rep (about 1 min)
+#   --quick            1 rep of each scenario and switch at 64 B, 1 flow,
+#                      with shorter reps (1 s warm-up + 3 s measured, unless
+#                      --warmup/--duration are given); control plane: 1 rep,
+#                      3 rule changes (about 2 min in all)
 #   --reps N           reps per point and switch (default 5)
-#   --duration S       measured seconds per rep (default 5)
-#   --warmup S         warm-up seconds before measuring (default 2)
+#   --duration S       measured seconds per rep (default 5; --quick: 3)
+#   --warmup S         warm-up seconds before measuring (default 2; --quick: 1)
 #   --sizes LIST       frame sizes incl. FCS (default 64,1518)
 #   --flows LIST       flow counts (default 1,1000,100000)
-#   --scenarios LIST   default l2; also vlan, vlan_sg (stateful security
+#   --scenarios LIST   default l2,vlan,vlan_sg,vxlan: l2, vlan (local VLAN,
+#                      OVS: br-int NORMAL), vlan_sg (stateful security
 #                      groups: conntrack for every packet, as neutron's
-#                      openvswitch firewall in OVS), vlan_sg_default
-#                      (Strait only: neutron's default group + 20 port rules),
-#                      vxlan (Strait only: encap, VM -> remote VTEP on the
-#                      underlay) and vxlan_decap (Strait only: VXLAN from a
-#                      remote VTEP -> VM); run them with l2 or vlan for the
-#                      tunnel's cost (ratio printed)
-#   --switches LIST    default ceiling,strait (ceiling = dpdk-testpmd io);
-#                      also ovs (Open vSwitch with DPDK, bench/ovs.sh)
+#                      openvswitch firewall in OVS), vxlan (encap: VM ->
+#                      remote VTEP on the underlay; OVS: br-int -> br-tun ->
+#                      vxlan port -> br-phy, as neutron's OVS agent); also
+#                      vxlan_decap (VXLAN from a remote VTEP -> VM; OVS too)
+#                      and vlan_sg_default (Strait only: neutron's default
+#                      group + 20 port rules); run the tunnels with l2 or
+#                      vlan for the tunnel's cost (ratio printed)
+#   --switches LIST    default ceiling,ovs,strait (ceiling = dpdk-testpmd io,
+#                      run in every scenario; ovs = Open vSwitch with DPDK,
+#                      bench/ovs.sh, installed as root on first use; when it
+#                      cannot be, the run goes on without it and says why)
 #   --no-huge          all DPDK processes use --no-huge (memfd) memory
 #   --huge             use 2 MB hugepages (default when root; reserves them
 #                      in /proc/sys/vm/nr_hugepages if needed, restores after)
@@ -29,7 +36,7 @@
 # Control plane (issue 8), after the throughput points, same run and JSON:
 #   --control-switches LIST  default strait,ovs (ovs: skipped with a message
 #                      when Open vSwitch with DPDK is not installed)
-#   --control-ports N  ports of control_N_ports (default 1000)
+#   --control-ports N  ports of control_N_ports (default 1000, --quick too)
 #   --control-reps N   reps per switch, switches alternated (default 3;
 #                      --quick: 1)
 #   --rule-changes N   rule changes timed per rep (default 10; --quick: 3)
@@ -59,10 +66,10 @@ case "$1" in -h|--help) usage; exit 0 ;; esac
 BUILD=$(cd "$1" 2>/dev/null && pwd) || { echo "bench: no build dir $1" >&2; exit 2; }
 shift
 
-REPS=5 DUR=5 WARM=2
-SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2 SWITCHES=ceiling,strait
+REPS=5 DUR= WARM=
+SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2,vlan,vlan_sg,vxlan SWITCHES=ceiling,ovs,strait
 MEM=auto OUT= KEEP=0 QUICK=0
-CTL_SWITCHES=strait,ovs CTL_PORTS=1000 CTL_REPS= CTL_CHANGES= CONTROL=1 THROUGHPUT=1
+CTL_SWITCHES=strait,ovs CTL_PORTS= CTL_REPS= CTL_CHANGES= CONTROL=1 THROUGHPUT=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1; shift ;;
@@ -87,7 +94,15 @@ while [ $# -gt 0 ]; do
     *) echo "bench: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
 done
+# --quick: every scenario and switch once at 64 B and 1 flow, shorter reps
+# (1 s warm-up + 3 s measured) and one control-plane rep with 3 rule
+# changes (still 1000 ports), so that the whole run stays under 3 minutes
+# on this 2-vCPU machine (about 105 s when idle). Options given explicitly
+# (--warmup, --duration, --control-*) win.
 if [ $QUICK = 1 ]; then REPS=1; SIZES=64; FLOWS=1; fi
+DUR=${DUR:-$([ $QUICK = 1 ] && echo 3 || echo 5)}
+WARM=${WARM:-$([ $QUICK = 1 ] && echo 1 || echo 2)}
+CTL_PORTS=${CTL_PORTS:-1000}
 CTL_REPS=${CTL_REPS:-$([ $QUICK = 1 ] && echo 1 || echo 3)}
 CTL_CHANGES=${CTL_CHANGES:-$([ $QUICK = 1 ] && echo 3 || echo 10)}
 for v in "$REPS" "$DUR" "$WARM" "$CTL_PORTS" "$CTL_REPS" "$CTL_CHANGES"; do
@@ -111,9 +126,10 @@ MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
 PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
 PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
 SG_ID=6b1e0d3c-0000-4000-8000-0000000005e0   # vlan_sg: the ports' security group
-# vxlan/vxlan_decap: straitd's VTEP and the remote one the generator plays
+# vxlan/vxlan_decap: the switch's VTEP (straitd's [vtep], OVS's br-phy address)
+# and the remote one the generator plays
 VNI=5001 VTEP_LOCAL=10.99.0.1 VTEP_REMOTE=10.99.0.2
-NEXT_HOP_MAC=02:00:00:00:00:fe   # static: no ARP on the bench's underlay
+NEXT_HOP_MAC=02:00:00:00:00:fe   # static: no ARP on the bench's underlay (OVS: tnl/arp/set)
 PY=/usr/bin/python3
 GEN=$BUILD/bench/strait-gen
 CALIB=$BUILD/bench/strait-calib
@@ -218,6 +234,14 @@ sw_strait_check() {
     [ -x "$STRAITCTL" ] || { echo "straitctl not built ($STRAITCTL missing)"; return 1; }
 }
 ctl() { timeout 30 "$STRAITCTL" -s "$STRAIT_DIR/api.sock" "$@"; }
+# The generator's ports are VMs: Strait attaches them as vhost-user ports
+# of its own (rte_vhost, client of the generator's server socket), as it
+# attaches QEMU's. STRAIT_ATTACH=ethdev binds them through the DPDK vhost
+# PMD instead (the attachment testpmd uses), to measure that wrapper's cost.
+vm_port() { # devname sock -> straitctl port bind arguments
+    if [ "${STRAIT_ATTACH:-vhost}" = ethdev ]; then echo "--ethdev $1,iface=$2,client=1,queues=1"
+    else echo "--vhost $2"; fi
+}
 sw_strait_start() { # scenario sock1 sock2 log
     local log=$4 t
     rm -rf "$STRAIT_DIR"; mkdir -p "$STRAIT_DIR/state"
@@ -268,8 +292,8 @@ EOF
         # a local VLAN on the host, so this is already neutron's local-VLAN
         # L2 forwarding (OVS: br-int NORMAL with two tag=1 access ports).
         { ctl network create bench --type local &&
-          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
-          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ethdev "net_vhost1,iface=$3,client=1,queues=1"
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 $(vm_port net_vhost0 "$2") &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 $(vm_port net_vhost1 "$3")
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
     vlan_sg)
@@ -293,10 +317,10 @@ EOF
               --port-range-min 5001 --port-range-max 5001 --remote-ip-prefix 10.0.0.0/16 &&
           ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ip 10.0.0.1 \
               --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID --port-security \
-              --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+              $(vm_port net_vhost0 "$2") &&
           ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ip 10.1.0.1 \
               --allowed-address-pair 10.1.0.0/16 --security-group $SG_ID --port-security \
-              --ethdev "net_vhost1,iface=$3,client=1,queues=1" &&
+              $(vm_port net_vhost1 "$3") &&
           echo "=== straitctl -o json security-group show $SG_ID" &&
           ctl -o json security-group show $SG_ID
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
@@ -311,10 +335,10 @@ EOF
           ctl call security_group.create "$(sg_default_json)" &&
           ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ip 10.0.0.1 \
               --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID \
-              --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+              $(vm_port net_vhost0 "$2") &&
           ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ip 10.1.0.1 \
               --allowed-address-pair 10.1.0.0/16 --security-group $SG_ID \
-              --ethdev "net_vhost1,iface=$3,client=1,queues=1" &&
+              $(vm_port net_vhost1 "$3") &&
           echo "=== straitctl -o json security-group show $SG_ID" &&
           ctl -o json security-group show $SG_ID
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
@@ -325,7 +349,7 @@ EOF
         # VTEP, so every frame leaves on the underlay (the sink) in
         # Ethernet/IPv4/UDP/VXLAN to $VTEP_REMOTE via the static next hop.
         { ctl network create bench --type vxlan --segmentation-id $VNI &&
-          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ethdev "net_vhost0,iface=$2,client=1,queues=1" &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 $(vm_port net_vhost0 "$2") &&
           ctl tunnel fdb add bench $MAC2 $VTEP_REMOTE &&
           echo "=== straitctl -o json tunnel show" && ctl -o json tunnel show
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
@@ -336,7 +360,7 @@ EOF
         # headers to $VTEP_LOCAL:4789); straitd decapsulates and delivers the
         # inner frame to the VM on port 2 (MAC2), the sink.
         { ctl network create bench --type vxlan --segmentation-id $VNI &&
-          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ethdev "net_vhost1,iface=$3,client=1,queues=1" &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 $(vm_port net_vhost1 "$3") &&
           ctl tunnel fdb add bench $MAC1 $VTEP_REMOTE &&
           echo "=== straitctl -o json tunnel show" && ctl -o json tunnel show
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
