@@ -293,6 +293,7 @@ def main():
         # each switch at this point once (not once per row of the whole run)
         pairs = [(sw, CEILING) for sw in sws if sw != CEILING]
         pairs.append(("strait", OVS))
+        pairs.append(("strait_meson", "strait"))  # meson-dpdk/'s DPDK against the system's
         for sw, ref in pairs:
             r, base = at(sw), at(ref)
             if r is None or base is None or r["scenario"] != sc:
@@ -380,6 +381,7 @@ def main():
         "sg_ratios": sg_ratios,
         "tunnel_ratios": tunnel_ratios,
         "control_ratios": ctl_ratios,
+        "meson_ratios": [x for x in ratios if x["switch"] == "strait_meson" and x["reference"] == "strait"],
         "machine": m,
         "cores": {
             "switch_forwarding_cpu": int(os.environ.get("B_SW_CPU", 1)),

@@ -27,7 +27,9 @@
 #   --switches LIST    default ceiling,ovs,strait (ceiling = dpdk-testpmd io,
 #                      run in every scenario; ovs = Open vSwitch with DPDK,
 #                      bench/ovs.sh, installed as root on first use; when it
-#                      cannot be, the run goes on without it and says why)
+#                      cannot be, the run goes on without it and says why),
+#                      plus strait_meson when built (the same Strait built
+#                      against meson-dpdk/'s DPDK: build-localdpdk/)
 #   --no-huge          all DPDK processes use --no-huge (memfd) memory
 #   --huge             use 2 MB hugepages (default when root; reserves them
 #                      in /proc/sys/vm/nr_hugepages if needed, restores after)
@@ -68,6 +70,8 @@ shift
 
 REPS=5 DUR= WARM=
 SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2,vlan,vlan_sg,vxlan SWITCHES=ceiling,ovs,strait
+STRAITD_MESON=$(cd "$HERE/.." && pwd)/build-localdpdk/control/straitd  # meson-dpdk/build.sh
+[ -x "$STRAITD_MESON" ] && SWITCHES+=,strait_meson
 MEM=auto OUT= KEEP=0 QUICK=0
 CTL_SWITCHES=strait,ovs CTL_PORTS= CTL_REPS= CTL_CHANGES= CONTROL=1 THROUGHPUT=1
 while [ $# -gt 0 ]; do
@@ -413,6 +417,16 @@ PYEOF
     stop_pid "$SW_PID" 10; SW_PID=
 }
 
+# strait_meson: the same switch, straitd built against meson-dpdk/'s DPDK.
+sw_strait_meson_desc() { echo "$STRAITD_MESON (meson-dpdk/'s DPDK), placed as strait"; }
+sw_strait_meson_check() {
+    [ -x "$STRAITD_MESON" ] || { echo "run meson-dpdk/build.sh first ($STRAITD_MESON missing)"; return 1; }
+    sw_strait_check
+}
+sw_strait_meson_start() { local STRAITD=$STRAITD_MESON; sw_strait_start "$@"; }
+sw_strait_meson_stop() { sw_strait_stop; }
+sw_strait_meson_supports() { sw_strait_supports "$1"; }
+
 # ------------------------------------------------------------ scenarios ---
 scen_gen_args() { # scenario -> extra strait-gen options
     case "$1" in
@@ -517,7 +531,7 @@ run_one() {
 declare -A PLACEMENT FAILS
 ACTIVE=()
 for sw in "${SW_L[@]}"; do
-    declare -F sw_${sw}_start >/dev/null || die "unknown switch '$sw' (known: ceiling ovs strait)"
+    declare -F sw_${sw}_start >/dev/null || die "unknown switch '$sw' (known: ceiling ovs strait strait_meson)"
     if why=$(sw_${sw}_check); then ACTIVE+=("$sw"); else
         log "SKIPPING $sw: $why"
         printf '%s\t-\t-\t-\t-\tunavailable\tNA\tNA\t\t%s\n' "$sw" "$why" >> "$RES"
