@@ -196,6 +196,39 @@ void render_offload(Exposition& e, const json& show) {
 
 void render_switch(Exposition& e, const json& stats, const json& show) {
   auto gauge = [&e](const char* name, const char* help, const json& v) {
+// DPDK's memory (show's memory and mempool): the pages EAL holds, its heap,
+// and the packet buffer pools carved from it.
+void render_memory(Exposition& e, const json& show) {
+  if (show.contains("mempool") && show["mempool"].is_object()) {
+    const json& mp = show["mempool"];
+    e.family("strait_mempool_buffers", "gauge",
+             "Packet buffers in all pools (shared and per ethdev port).");
+    e.sample({}, mp.value("buffers", json()));
+    e.family("strait_mempool_buffers_in_use", "gauge", "Packet buffers in use, all pools.");
+    e.sample({}, mp.value("in_use", json()));
+    e.family("strait_mempool_memory_bytes", "gauge", "Memory of all packet buffer pools.");
+    e.sample({}, mp.value("memory_bytes", json()));
+  }
+  if (!show.contains("memory") || !show["memory"].is_object()) return;
+  const json& mem = show["memory"];
+  e.family("strait_memory_hugepages", "gauge",
+           "1 when EAL runs on hugepages, 0 under --no-huge (plain pages).");
+  e.sample({}, mem.value("hugepages", json()));
+  e.family("strait_memory_reserved_bytes", "gauge",
+           "Memory EAL holds in pages (hugepages, or 4 KiB pages under --no-huge).");
+  for (const json& s : array_of(mem, "segments"))
+    e.sample({{"socket", s.value("socket", json()).dump()},
+              {"page_size", s.value("page_size", json()).dump()}},
+             s.value("reserved_bytes", json()));
+  e.family("strait_heap_size_bytes", "gauge", "Size of DPDK's malloc heap (rte_malloc, memzones).");
+  for (const json& h : array_of(mem, "heaps"))
+    e.sample({{"socket", h.value("socket", json()).dump()}}, h.value("total_bytes", json()));
+  e.family("strait_heap_allocated_bytes", "gauge",
+           "Bytes allocated from DPDK's malloc heap (packet pools included).");
+  for (const json& h : array_of(mem, "heaps"))
+    e.sample({{"socket", h.value("socket", json()).dump()}}, h.value("allocated_bytes", json()));
+}
+
     e.family(name, "gauge", help);
     e.sample({}, v);
   };
@@ -211,11 +244,6 @@ void render_switch(Exposition& e, const json& stats, const json& show) {
   const json libvirt = show.value("libvirt", json::object());
   gauge("strait_libvirt_connected", "1 while the libvirt connection is up (0 when disabled).",
         libvirt.value("connected", false));
-  if (show.contains("mempool") && show["mempool"].is_object()) {
-    const json& mp = show["mempool"];
-    gauge("strait_mempool_buffers", "Packet buffers in all pools (shared and per ethdev port).", mp.value("buffers", json()));
-    gauge("strait_mempool_buffers_in_use", "Packet buffers in use, all pools.", mp.value("in_use", json()));
-  }
   if (stats.contains("conntrack") && stats["conntrack"].is_object()) {
     const json& ct = stats["conntrack"];
     gauge("strait_conntrack_capacity", "Connection-tracking table size (entries).",
@@ -320,6 +348,7 @@ std::string render_metrics(const json& stats, const json& show) {
   render_offload(e, show);
   render_switch(e, stats, show);
   return e.take();
+  render_memory(e, show);
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::listen(const std::string& address,

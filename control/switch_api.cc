@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "control/api_reply.h"
+#include "control/eal_memory.h"
 #include "control/switch.h"
 #include "vhost/vhost_port.h"
 
@@ -326,7 +327,8 @@ json Switch::show() const {
   return {{"version", STRAIT_VERSION}, {"generation", publisher_.generation()},
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
           {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()},
-          {"mempool", mempool_json()}, {"conntrack", conntrack_json()},
+          {"mempool", mempool_json()}, {"memory", eal_memory_json()},
+          {"conntrack", conntrack_json()},
           {"security_groups", sg_json()},
           {"rebalance", {{"interval_s", cfg_.rebalance_interval_s},
                          {"improvement_pct", cfg_.rebalance_improvement_pct},

@@ -325,6 +325,38 @@ TEST_F(SwitchTest, LogLevelChangesAtRunTimeAndShowReportsMempool) {
   EXPECT_GE(pool["pools"][0]["buffers"].get<uint64_t>(), 8192u);
 }
 
+// Operations: show reports DPDK's memory: the pages EAL holds (the tests
+// run --no-huge -m 512: plain 4 KiB pages) and its heap, which holds the
+// packet pools.
+TEST_F(SwitchTest, ShowReportsEalPagesAndHeapUse) {
+  const json show = h_->ok("show");
+  const json& mem = show["memory"];
+  ASSERT_TRUE(mem.is_object()) << show.dump();
+  EXPECT_EQ(mem["hugepages"], false);
+  EXPECT_EQ(mem["page_sizes"], json::array({4096}));
+  const uint64_t reserved = mem["reserved_bytes"].get<uint64_t>();
+  EXPECT_GE(reserved, 512u << 20);  // -m 512: all of it, up front
+  EXPECT_LE(reserved, mem["virtual_bytes"].get<uint64_t>());
+  ASSERT_FALSE(mem["segments"].empty());
+  EXPECT_EQ(mem["segments"][0]["page_size"], 4096);
+  const uint64_t total = mem["heap_total_bytes"].get<uint64_t>();
+  const uint64_t allocated = mem["heap_allocated_bytes"].get<uint64_t>();
+  EXPECT_GT(allocated, 0u);
+  EXPECT_LE(allocated, total);
+  EXPECT_LE(total, reserved);
+  EXPECT_EQ(mem["heap_free_bytes"].get<uint64_t>(), total - allocated);
+  EXPECT_GE(allocated, show["mempool"]["memory_bytes"].get<uint64_t>());  // pools live there
+  ASSERT_FALSE(mem["heaps"].empty());
+  EXPECT_EQ(mem["heaps"][0]["allocated_bytes"], allocated);
+  // An ethdev port brings its own pool: the heap grows by at least that.
+  h_->ok("network.create", {{"id", "n1"}, {"type", "local"}});
+  bind(1, "n1", kMacA);
+  const json with = h_->ok("show");
+  EXPECT_GE(with["memory"]["heap_allocated_bytes"].get<uint64_t>(),
+            allocated + with["mempool"]["memory_bytes"].get<uint64_t>() -
+                show["mempool"]["memory_bytes"].get<uint64_t>());
+}
+
 // Packet buffers are sized from ports and queues: an ethdev port brings a
 // pool sized for its rings (not a fixed share of one big pool) and takes it
 // away when it is unbound.

@@ -178,7 +178,10 @@ def test_idle_switch_exposes_every_family(sw):
                  "strait_worker_cache_misses_total", "strait_worker_cache_evictions_total",
                  "strait_drops_total", "strait_snapshot_generation", "strait_ports_bound",
                  "strait_networks", "strait_libvirt_connected", "strait_tsc_hz",
-                 "strait_build_info"]:
+                 "strait_build_info", "strait_mempool_buffers", "strait_mempool_buffers_in_use",
+                 "strait_mempool_memory_bytes", "strait_memory_hugepages",
+                 "strait_memory_reserved_bytes", "strait_heap_size_bytes",
+                 "strait_heap_allocated_bytes"]:
         assert name in f, name
     workers = [(str(w["id"]), str(w["lcore"])) for w in st["workers"]]
     assert sorted((l["worker"], l["lcore"]) for l, _ in series(f, "strait_worker_packets_total")) \
@@ -191,6 +194,16 @@ def test_idle_switch_exposes_every_family(sw):
     reasons = {l["reason"] for l, _ in series(f, "strait_drops_total")}
     assert {"mtu_exceeded", "tagged_on_access_port", "invalid_src_mac", "tx_full"} <= reasons
     assert "none" not in reasons
+    # DPDK's memory: straitd runs --no-huge here (EAL_ARGS), on 4 KiB pages.
+    assert value(f, "strait_memory_hugepages") == 0 and show["memory"]["hugepages"] is False
+    [(where, reserved)] = series(f, "strait_memory_reserved_bytes")
+    assert where == {"socket": "0", "page_size": "4096"} and reserved > 0
+    heaps = {l["socket"]: v for l, v in series(f, "strait_heap_size_bytes")}
+    used = {l["socket"]: v for l, v in series(f, "strait_heap_allocated_bytes")}
+    assert heaps.keys() == used.keys() and heaps
+    assert all(0 < used[s] <= heaps[s] <= reserved for s in heaps)
+    assert 0 < value(f, "strait_mempool_memory_bytes") <= sum(used.values())
+    assert value(f, "strait_mempool_buffers_in_use") <= value(f, "strait_mempool_buffers")
     idle = value(f, "strait_worker_idle_cycles_total", worker="0", lcore="1")
     assert wait_for(lambda: value(scrape(sw), "strait_worker_idle_cycles_total", worker="0",
                                   lcore="1") > idle, what="idle cycles to grow")
