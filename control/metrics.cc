@@ -194,8 +194,6 @@ void render_offload(Exposition& e, const json& show) {
   }
 }
 
-void render_switch(Exposition& e, const json& stats, const json& show) {
-  auto gauge = [&e](const char* name, const char* help, const json& v) {
 // DPDK's memory (show's memory and mempool): the pages EAL holds, its heap,
 // and the packet buffer pools carved from it.
 void render_memory(Exposition& e, const json& show) {
@@ -229,6 +227,8 @@ void render_memory(Exposition& e, const json& show) {
     e.sample({{"socket", h.value("socket", json()).dump()}}, h.value("allocated_bytes", json()));
 }
 
+void render_switch(Exposition& e, const json& stats, const json& show) {
+  auto gauge = [&e](const char* name, const char* help, const json& v) {
     e.family(name, "gauge", help);
     e.sample({}, v);
   };
@@ -346,9 +346,9 @@ std::string render_metrics(const json& stats, const json& show) {
   render_ports(e, stats, show);
   render_workers(e, stats);
   render_offload(e, show);
+  render_memory(e, show);
   render_switch(e, stats, show);
   return e.take();
-  render_memory(e, show);
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::listen(const std::string& address,
