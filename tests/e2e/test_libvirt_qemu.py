@@ -513,7 +513,7 @@ def test_both_guests_boot_and_ping_each_other_through_straitd(sw, events, guests
         record_domain(sw, g, "started", "running")
 
 
-def test_reboot_takes_the_port_down_and_up_again_and_pings_resume(sw, events, guests):
+def test_reboot_takes_the_port_down_and_up_again_and_pings_resume_f1_f15(sw, events, guests):
     a, b = guests
     since = len(link_events(events, a.port))
     b_since = len(link_events(events, b.port))

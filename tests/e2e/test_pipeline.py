@@ -472,7 +472,7 @@ def test_drop_counters_add_up_across_ports_and_workers(sw, lab):
 # ---- ports that come and go ----------------------------------------------------
 
 
-def test_rebound_port_receives_on_its_new_device(sw, lab, wire):
+def test_rebound_port_receives_on_its_new_device_f1(sw, lab, wire):
     """A reboot is an unbind and a bind of the same port id and MAC on a new
     device (LESSONS F1): the same flow must reach the new device, and only it."""
     net = lab.network("vlan", "physnet1", seg=114)

@@ -207,7 +207,7 @@ def record_vlans(acked, vlans, tag):
             f"network {p['network']} had {have}"
 
 
-def test_kill_9_during_bulk_bind_of_1000_ports_loses_no_acknowledged_bind_and_keeps_local_vlans(
+def test_kill_9_during_bulk_bind_of_1000_ports_loses_no_acknowledged_bind_and_keeps_local_vlans_f4_f11(
         rsw, sock_dir):
     print(f"seed {SEED} (STRAIT_RESTART_SEED={SEED} replays this run)")
     rng = random.Random(SEED)

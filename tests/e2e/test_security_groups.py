@@ -916,7 +916,7 @@ def test_related_icmp_errors_pass_back_unrelated_ones_are_dropped(env, v6):
     deny_one(env.drops_since(before), "physnet1", {"ct_invalid", "sg_ingress_denied"})
 
 
-def test_connections_of_one_network_are_nothing_to_another(env):
+def test_connections_of_one_network_are_nothing_to_another_f9(env):
     """One conntrack zone per network (F9): the same addresses and ports in
     two networks are two connections."""
     x, y = env.network(), env.network()
@@ -939,7 +939,7 @@ def test_connections_of_one_network_are_nothing_to_another(env):
     assert_frames(b2.recv(), [])
 
 
-def test_a_network_reusing_a_local_vlan_starts_with_no_connections(env):
+def test_a_network_reusing_a_local_vlan_starts_with_no_connections_f4(env):
     """The conntrack zone is the local VLAN, which the next network on the
     host reuses (F4): the connections of a network end with it."""
     x = env.network()
@@ -1231,7 +1231,7 @@ def test_flooded_frames_reach_only_the_vms_whose_ingress_allows_them(env):
     assert sum(d["sg_ingress_denied"] for d in drops.values()) == 4, drops
 
 
-def test_first_frames_of_a_port_are_filtered_from_its_bind_on(env):
+def test_first_frames_of_a_port_are_filtered_from_its_bind_on_f1(env):
     """A port gets its rules before its first frame (F1): a net_pcap port
     whose frames straitd reads the moment it is bound."""
     sw = env.sw
@@ -1268,7 +1268,7 @@ def _established(a, b, sport, dport, v6=False):
     return c
 
 
-def test_rule_removal_ends_established_tcp_and_readding_resumes_it(env):
+def test_rule_removal_ends_established_tcp_and_readding_resumes_it_f10(env):
     net = env.network()
     egress = env.group(EGRESS_ANY)
     server = env.group([])
@@ -1403,7 +1403,7 @@ def test_two_vms_talk_through_both_ingress_and_egress_policies(env):
     deny_one(after, "b", {"sg_egress_denied", "sg_ingress_denied"})
 
 
-def test_port_update_changes_groups_of_a_live_port_without_losing_a_frame(env):
+def test_port_update_changes_groups_of_a_live_port_without_losing_a_frame_f7(env):
     net = env.network()
     egress = env.group(EGRESS_ANY)
     ssh = env.group([rule("ingress", "tcp", 22, 22)])
@@ -1620,7 +1620,7 @@ def test_straitctl_security_group_commands(env):
 # ---- persistence -------------------------------------------------------------------
 
 
-def test_groups_rules_and_port_security_survive_a_restart(straitd_factory, sw):
+def test_groups_rules_and_port_security_survive_a_restart_f11(straitd_factory, sw):
     # A second straitd beside `sw`: a network namespace of its own for it and
     # its ports (see conftest.Netns).
     rsw = straitd_factory(name="sgrestart", netns=Netns("sgr"))

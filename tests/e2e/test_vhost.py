@@ -329,7 +329,7 @@ def test_vm_to_physnet_leaves_tagged_with_segmentation_id_and_physnet_to_vm_arri
 # ---- 3. events --------------------------------------------------------------------
 
 
-def test_events_port_up_and_vif_plugged_only_once_the_vm_is_ready_then_down_and_unbound(
+def test_events_port_up_and_vif_plugged_only_once_the_vm_is_ready_then_down_and_unbound_f15(
         env, sw, events):
     ev = events
     net = env.network()
@@ -468,8 +468,8 @@ def test_straitctl_binds_a_vhost_port_shows_it_and_follows_its_events(env, sw):
 # ---- 4. reconnect (F13) ------------------------------------------------------------
 
 
-def test_reconnect_vm_killed_and_restarted_and_straitd_restarted_vms_kept(straitd_factory,
-                                                                          tmp_path_factory):
+def test_reconnect_vm_killed_and_restarted_and_straitd_restarted_vms_kept_f2_f13(
+        straitd_factory, tmp_path_factory):
     rsw = straitd_factory(name="vhrestart")
     e = Env(rsw, tmp_path_factory.mktemp("vhr"))
     try:
@@ -519,7 +519,8 @@ def test_reconnect_vm_killed_and_restarted_and_straitd_restarted_vms_kept(strait
 # ---- 5. detach / attach (F14) ----------------------------------------------------
 
 
-def test_detach_attach_50_times_comes_back_up_forwards_and_leaks_no_fd_or_memory(env, sw, events):
+def test_detach_attach_50_times_comes_back_up_forwards_and_leaks_no_fd_or_memory_f14(
+        env, sw, events):
     net = env.network()
     g1, g2 = env.guest(net), env.guest(net)
     g1.wait_up()
@@ -568,7 +569,7 @@ def test_detach_attach_50_times_comes_back_up_forwards_and_leaks_no_fd_or_memory
     assert g1.stats()["drops"] == {}
 
 
-def test_rebind_to_another_network_with_the_vm_running_moves_it_there(env, sw, events):
+def test_rebind_to_another_network_with_the_vm_running_moves_it_there_f1(env, sw, events):
     """F1: the binding is the port's whole identity; a re-plug with another
     network and MAC takes effect completely, whatever the old one was."""
     net_a, net_b = env.network(), env.network()
@@ -592,7 +593,7 @@ def test_rebind_to_another_network_with_the_vm_running_moves_it_there(env, sw, e
     assert b.vm.received(quiet=0.05) == []
 
 
-def test_large_guest_memory_vm_detaches_reattaches_and_shuts_down_promptly(env, sw, events):
+def test_large_guest_memory_vm_detaches_reattaches_and_shuts_down_promptly_f14(env, sw, events):
     """F14: deleting the port of a large VM must not hang (4 GiB of guest
     memory mapped by straitd, untouched, so cheap to have here)."""
     net = env.network()
@@ -625,7 +626,8 @@ def test_large_guest_memory_vm_detaches_reattaches_and_shuts_down_promptly(env, 
 # ---- 6. guest driver reset ---------------------------------------------------------
 
 
-def test_guest_driver_reset_under_traffic_delivers_nothing_while_down_and_resumes(env, sw, events):
+def test_guest_driver_reset_under_traffic_delivers_nothing_while_down_and_resumes_f6_f15(
+        env, sw, events):
     net = env.network()
     g1, g2 = env.guest(net), env.guest(net)
     g1.wait_up()
@@ -725,7 +727,7 @@ def test_resets_detaches_and_vm_kills_under_full_rate_traffic_never_deliver_whil
 # ---- 7. server mode ----------------------------------------------------------------
 
 
-def test_server_mode_straitd_creates_socket_0660_vm_connects_as_client_and_traffic_flows(env):
+def test_server_mode_straitd_creates_socket_0660_vm_connects_as_client_and_traffic_flows_f13(env):
     net = env.network()
     g1, g2 = env.guest(net, mode="server", start=False), env.guest(net, mode="server", start=False)
     for g in (g1, g2):
