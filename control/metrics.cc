@@ -249,6 +249,9 @@ void render_switch(Exposition& e, const json& stats, const json& show) {
     gauge("strait_conntrack_capacity", "Connection-tracking table size (entries).",
           ct.value("capacity", json()));
     gauge("strait_conntrack_entries", "Connections tracked now.", ct.value("entries", json()));
+    gauge("strait_conntrack_new_per_second",
+          "New connections per second over the switch's last one-second sample.",
+          ct.value("new_per_s", json()));
     auto counter = [&e](const char* name, const char* help, const json& v) {
       e.family(name, "counter", help);
       e.sample({}, v);

@@ -231,6 +231,10 @@ class Switch {
   std::unique_ptr<dp::Conntrack> ct_;
   bool ct_retiring_ = false;  // a batch of removed entries waits for a grace period
   uint64_t ct_last_expire_ms_ = 0;
+  // New connections per second (created + reopened) over the last second,
+  // sampled by poll_conntrack: the counters at the sample, and the rate.
+  uint64_t ct_rate_ms_ = 0, ct_rate_opened_ = 0;
+  double ct_new_per_s_ = 0;
   // Addresses whose connections go at the next poll_conntrack, by zone:
   // their grace period is over.
   std::map<uint16_t, std::vector<std::array<uint8_t, 16>>> ct_flush_ready_;

@@ -130,6 +130,14 @@ void Switch::poll_conntrack() {
   }
   ct_flush_ready_.clear();
   const uint64_t now = dp::ct_now_ms();  // the workers' clock
+  if (now - ct_rate_ms_ >= 1000) {
+    const dp::CtStats s = ct_->stats();
+    const uint64_t opened = s.created + s.reopened;
+    if (ct_rate_ms_)
+      ct_new_per_s_ = double(opened - ct_rate_opened_) * 1000.0 / double(now - ct_rate_ms_);
+    ct_rate_ms_ = now;
+    ct_rate_opened_ = opened;
+  }
   if (now - ct_last_expire_ms_ < 100) return;
   ct_last_expire_ms_ = now;
   // A slice of the table every 100 ms: all of it every ~5 s, never a long
@@ -159,7 +167,8 @@ json Switch::conntrack_json() const {
   const dp::CtStats s = ct_->stats();
   return {{"capacity", ct_->capacity()}, {"entries", s.entries},  {"created", s.created},
           {"reopened", s.reopened},      {"refused_full", s.refused_full},
-          {"invalid", s.invalid},        {"expired", s.expired},  {"flushed", s.flushed}};
+          {"invalid", s.invalid},        {"expired", s.expired},  {"flushed", s.flushed},
+          {"new_per_s", ct_new_per_s_}};
 }
 
 json Switch::sg_json() const {

@@ -16,6 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Parsed {
   int rc;
@@ -490,6 +491,20 @@ TEST(StraitctlRender, StatsTables) {
                              "also_big           7\n"
                              "big                7\n"
                              "small              1\n"));
+}
+
+TEST(StraitctlRender, StatsConntrack) {
+  json stats = json::parse(R"({"conntrack": {"capacity": 1024, "entries": 256, "created": 300,
+    "reopened": 4, "refused_full": 2, "invalid": 1, "expired": 44, "flushed": 0,
+    "new_per_s": 12.25}})");
+  EXPECT_THAT(render_stats(stats),
+              HasSubstr("Conntrack\n"
+                        "ENTRIES  CAPACITY   USED  NEW/S  CREATED  REFUSED_FULL  INVALID  EXPIRED\n"
+                        "    256      1024  25.0%   12.2      300             2        1       44\n"));
+  // An older straitd without the rate; none without a table at all.
+  stats["conntrack"].erase("new_per_s");
+  EXPECT_THAT(render_stats(stats), HasSubstr("  25.0%  -          300"));
+  EXPECT_THAT(render_stats(json::object()), Not(HasSubstr("Conntrack")));
 }
 
 TEST(StraitctlRender, StatsRatesFromPreviousSample) {

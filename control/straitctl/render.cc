@@ -303,6 +303,28 @@ std::string render_show(const json& show) {
   return out;
 }
 
+namespace {
+
+// The connection table of security groups: its use and new connections per
+// second (straitd's own rate over its last second); nothing without one.
+std::string conntrack_section(const json& ct) {
+  if (!ct.is_object()) return "";
+  Table t({"ENTRIES", "CAPACITY", "USED", "NEW/S", "CREATED", "REFUSED_FULL", "INVALID",
+           "EXPIRED"});
+  std::string per_s = "-";
+  if (const json& r = field(ct, "new_per_s"); r.is_number()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", r.get<double>());
+    per_s = buf;
+  }
+  t.add({cell(ct, "entries"), cell(ct, "capacity"),
+         percent(counter(ct, "entries"), counter(ct, "capacity")), per_s, cell(ct, "created"),
+         cell(ct, "refused_full"), cell(ct, "invalid"), cell(ct, "expired")});
+  return section("Conntrack", t.str());
+}
+
+}  // namespace
+
 std::string render_stats(const json& stats, const json& previous, double seconds) {
   const bool rates = previous.is_object() && seconds > 0;
   std::string out = "generation " + cell(stats, "generation") + "\n\n";
@@ -350,6 +372,7 @@ std::string render_stats(const json& stats, const json& previous, double seconds
     workers.add(std::move(row));
   }
   out += section("Workers", workers.str());
+  out += conntrack_section(field(stats, "conntrack"));
 
   // Most frequent reason first.
   std::vector<std::pair<uint64_t, std::string>> reasons;

@@ -181,7 +181,11 @@ def test_idle_switch_exposes_every_family(sw):
                  "strait_build_info", "strait_mempool_buffers", "strait_mempool_buffers_in_use",
                  "strait_mempool_memory_bytes", "strait_memory_hugepages",
                  "strait_memory_reserved_bytes", "strait_heap_size_bytes",
-                 "strait_heap_allocated_bytes"]:
+                 "strait_heap_allocated_bytes", "strait_conntrack_capacity",
+                 "strait_conntrack_entries", "strait_conntrack_new_per_second",
+                 "strait_conntrack_created_total", "strait_conntrack_refused_total",
+                 "strait_conntrack_invalid_total", "strait_conntrack_expired_total",
+                 "strait_conntrack_flushed_total"]:
         assert name in f, name
     workers = [(str(w["id"]), str(w["lcore"])) for w in st["workers"]]
     assert sorted((l["worker"], l["lcore"]) for l, _ in series(f, "strait_worker_packets_total")) \
@@ -204,6 +208,11 @@ def test_idle_switch_exposes_every_family(sw):
     assert all(0 < used[s] <= heaps[s] <= reserved for s in heaps)
     assert 0 < value(f, "strait_mempool_memory_bytes") <= sum(used.values())
     assert value(f, "strait_mempool_buffers_in_use") <= value(f, "strait_mempool_buffers")
+    # Connection tracking: the table's size and the idle switch's rate.
+    assert value(f, "strait_conntrack_capacity") == st["conntrack"]["capacity"] > 0
+    assert value(f, "strait_conntrack_new_per_second") == 0
+    assert f["strait_conntrack_new_per_second"]["type"] == "gauge"
+    assert f["strait_conntrack_refused_total"]["type"] == "counter"
     idle = value(f, "strait_worker_idle_cycles_total", worker="0", lcore="1")
     assert wait_for(lambda: value(scrape(sw), "strait_worker_idle_cycles_total", worker="0",
                                   lcore="1") > idle, what="idle cycles to grow")

@@ -1614,7 +1614,9 @@ def test_straitctl_security_group_commands(env):
     assert gone.returncode == 1
     # straitctl stats -o json: drop reasons and the conntrack object
     st = json.loads(sw.ctl("stats", json_out=True).stdout)
-    assert {"capacity", "entries", "created"} <= set(st["conntrack"])
+    assert {"capacity", "entries", "created", "new_per_s"} <= set(st["conntrack"])
+    table = sw.ctl("stats").stdout
+    assert "Conntrack\nENTRIES  CAPACITY" in table and "NEW/S" in table
 
 
 # ---- persistence -------------------------------------------------------------------
