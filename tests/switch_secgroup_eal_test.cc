@@ -247,6 +247,38 @@ TEST_F(SecGroupTest, StoppedInstanceLosesItsConnections) {
   EXPECT_EQ(h_->ok("port.show", {{"id", uuid(1)}})["security_groups"], json({"client"}));
 }
 
+// stats.conntrack.new_per_s: new connections per second over the last
+// second, from the control loop's samples; back at 0 once they stop.
+TEST_F(SecGroupTest, NewConnectionsPerSecond) {
+  h_->ok("security_group.create", {{"id", "client"}});
+  h_->ok("security_group.create", {{"id", "dns"}});
+  rule("client", "egress");
+  rule("dns", "ingress", {{"protocol", "udp"}, {"port_range_min", 53}, {"port_range_max", 53}});
+  RingPort& a = bind(1, kMacA, "10.0.0.1", {"client"});
+  RingPort& b = bind(2, kMacB, "10.0.0.2", {"dns"});
+  auto rate = [&] { return h_->ok("stats")["conntrack"]["new_per_s"].get<double>(); };
+  h_->pump(std::chrono::milliseconds(1100));
+  EXPECT_EQ(rate(), 0.0);
+  std::string queries;
+  for (int sport = 3000; sport < 3020; sport++)
+    queries += std::string(queries.empty() ? "" : ", ") + "Ether(src='" + kMacA + "', dst='" +
+               kMacB + "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=" +
+               std::to_string(sport) + ", dport=53)";
+  ASSERT_EQ(pass(a, b, queries, 20), 20u);
+  // 20 connections in one burst: 20/s over the sample that saw them (half
+  // of that if two samples shared them); never more.
+  double most = 0;
+  for (int i = 0; i < 25; i++) {
+    h_->pump(std::chrono::milliseconds(100));
+    most = std::max(most, rate());
+  }
+  EXPECT_GE(most, 10.0);
+  EXPECT_LE(most, 20.0);
+  h_->pump(std::chrono::milliseconds(1100));
+  EXPECT_EQ(rate(), 0.0);
+  EXPECT_EQ(h_->ok("stats")["conntrack"]["created"].get<uint64_t>(), 20u);
+}
+
 // A refused request changes nothing.
 TEST_F(SecGroupTest, RefusedRequestsChangeNothing) {
   h_->ok("security_group.create", {{"id", "g1"}});
