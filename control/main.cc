@@ -120,7 +120,7 @@ int run(const Config& cfg) {
     watcher.reset();
   }
   strait::ctl::telemetry_shutdown();
-  (*sw)->stop_workers();
+  (*sw)->shut_down_ports();  // port-down events while the API still carries them
   metrics.reset();
   api->reset();  // no more requests; removes the socket
   sw->reset();   // closes every device

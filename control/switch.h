@@ -42,6 +42,9 @@ class Switch {
 
   void start_workers();
   void stop_workers();
+  // straitd is stopping: the workers stop and every port that forwarded goes
+  // down with a port-down event, while subscribers are still connected.
+  void shut_down_ports();
 
   // Runs one API request. `done` is called exactly once: at once for
   // queries and refusals, after the grace period for changes.

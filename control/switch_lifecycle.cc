@@ -217,6 +217,16 @@ void Switch::take_down(const std::string& id, PortRuntime& p) {
   publisher_.after_grace([this, id] { emit("port-down", id); });
 }
 
+void Switch::shut_down_ports() {
+  stop_workers();  // no worker reads the ports any more: no grace period to wait for
+  for (auto& [id, p] : ports_) {
+    if (!p.dp.live) continue;
+    p.dp.live = false;
+    p.announced = false;
+    emit("port-down", id);
+  }
+}
+
 void Switch::clean_socket_dir() {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -516,6 +516,69 @@ def test_reconnect_vm_killed_and_restarted_and_straitd_restarted_vms_kept_f2_f13
         e.close()
 
 
+def binding(port):
+    """What a port's binding is, without its run-time state."""
+    return {k: v for k, v in port.items()
+            if k in ("id", "network", "mac", "fixed_ips", "attach", "security_groups",
+                     "allowed_address_pairs", "port_security_enabled")}
+
+
+def bindings_and_groups(sw):
+    return {"networks": sw.call("network.list")["networks"],
+            "ports": sorted((binding(p) for p in sw.call("port.list")["ports"]),
+                            key=lambda p: p["id"]),
+            "groups": sw.call("security_group.list")}
+
+
+def test_sigterm_takes_ports_down_removes_its_sockets_and_a_restart_brings_all_back(
+        straitd_factory, tmp_path_factory):
+    """Issue 7: a clean shutdown on SIGTERM. An event subscriber sees
+    port-down for every up port before the stream closes; the sockets straitd
+    created (server mode) are gone, those of the VMs stay; after a restart the
+    networks, bindings and groups are all back and the ports come up again."""
+    tsw = straitd_factory(name="vhterm")
+    e = Env(tsw, tmp_path_factory.mktemp("vht"))
+    ev = None
+    try:
+        net, other = e.network(), e.network()
+        gid = f"sg-{uuid.uuid4()}"
+        tsw.call("security_group.create", {"id": gid, "rules": [
+            {"direction": "ingress", "ethertype": "IPv4", "protocol": "udp",
+             "port_range_min": 53, "port_range_max": 53}]})
+        g1, g2 = e.guest(net), e.guest(net, mode="server")
+        g3 = e.guest(other, bind=False)
+        bind = {"id": g3.id, "network": other, "mac": g3.mac, "fixed_ips": ["10.9.0.3"],
+                "security_groups": [gid], "attach": {"type": "vhost", "path": str(g3.path)}}
+        tsw.call("port.bind", bind)
+        g3.bound = True
+        for g in (g1, g2, g3):
+            g.wait_up()
+        before = bindings_and_groups(tsw)
+        assert len(before["ports"]) == 3 and len(before["networks"]) == 2
+        ev = Events(tsw)
+        assert g2.path.exists() and g1.path.exists()
+
+        assert tsw.stop(signal.SIGTERM) == 0, tsw.log.read_text()[-2000:]
+        with pytest.raises(ConnectionError):
+            ev.pump(10.0)  # every line straitd wrote, then the end of the stream
+        for g in (g1, g2, g3):
+            assert ev.of(g.id) == ["port-down"], (g.id, ev.seen)
+        assert not g2.path.exists(), "straitd's own (server-mode) socket left behind"
+        assert g1.path.exists() and g3.path.exists()  # the VMs' sockets are theirs
+        assert not tsw.sock.exists()
+        assert g1.vm.running() and g3.vm.running()
+
+        tsw.start()
+        assert bindings_and_groups(tsw) == before
+        assert stat.S_ISSOCK(g2.path.stat().st_mode)  # listening again for its VM
+        for g in (g1, g3):  # straitd is the client: it reconnects by itself
+            wait_state(tsw, g.id, "up", 20)
+    finally:
+        if ev is not None:
+            ev.close()
+        e.close()
+
+
 # ---- 5. detach / attach (F14) ----------------------------------------------------
 
 
