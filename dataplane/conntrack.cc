@@ -279,10 +279,11 @@ Conntrack::Conntrack(const CtConfig& cfg)
   // at full capacity: a key finding both buckets full is vanishingly rare.
   const uint32_t n_buckets = std::max<uint32_t>(round_up_pow2((capacity_ + 3) / 4), 2);
   bucket_mask_ = n_buckets - 1;
-  buckets_.reset(new Bucket[n_buckets]);
+  // Huge pages: a worker's probes land anywhere in these (huge_array.h).
+  buckets_ = HugeArray<Bucket>(n_buckets);
   for (uint32_t b = 0; b < n_buckets; b++)
     for (auto& s : buckets_[b].slot) s.store(0, std::memory_order_relaxed);
-  entries_.reset(new CtEntry[capacity_]);
+  entries_ = HugeArray<CtEntry>(capacity_);
   for (uint32_t i = 0; i < capacity_; i++)
     entries_[i].next_free.store(i + 1 < capacity_ ? i + 2 : 0, std::memory_order_relaxed);
   free_head_.store(1, std::memory_order_release);

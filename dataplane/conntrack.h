@@ -38,6 +38,7 @@
 #include <span>
 
 #include "dataplane/flow_key.h"
+#include "dataplane/huge_array.h"
 
 namespace strait::dp {
 
@@ -332,8 +333,8 @@ class Conntrack {
   const uint16_t n_workers_;
   const bool tcp_loose_;
   uint64_t timeout_ms_[kNumCtStates];
-  std::unique_ptr<CtEntry[]> entries_;
-  std::unique_ptr<Bucket[]> buckets_;
+  HugeArray<CtEntry> entries_;
+  HugeArray<Bucket> buckets_;
   uint32_t bucket_mask_ = 0;
   std::unique_ptr<WorkerCounters[]> counters_;
   // Free stack: (ABA tag << 32) | (index + 1). Workers pop, control pushes.

@@ -10,7 +10,6 @@
 namespace strait::dp {
 namespace {
 
-constexpr std::align_val_t kBucketAlign{64};
 // Any fixed values; not 0, so an all-zero key does not hash to 0.
 constexpr uint32_t kHashSeed = 0x5f3759dfu;
 constexpr uint32_t kLaneSeed[3] = {kHashSeed, 0x9e3779b9u, 0x7f4a7c15u};
@@ -82,17 +81,12 @@ FlowCache::FlowCache(uint32_t entries) {
   while (n < entries) n <<= 1;
   n_buckets_ = static_cast<uint32_t>(n / kWays);
   mask_ = n_buckets_ - 1;
-  // Runs on the control thread before the worker starts: plain aligned new,
-  // no EAL needed (unit tests run without it).
-  void* mem = ::operator new(sizeof(Bucket) * n_buckets_, kBucketAlign);
-  buckets_ = static_cast<Bucket*>(mem);
-  for (uint32_t b = 0; b < n_buckets_; b++) new (&buckets_[b]) Bucket{};
+  // Runs on the control thread before the worker starts, without EAL (unit
+  // tests run without it); huge pages: lookups land anywhere in it.
+  buckets_ = HugeArray<Bucket>(n_buckets_);
 }
 
-FlowCache::~FlowCache() {
-  static_assert(std::is_trivially_destructible_v<Bucket>);
-  ::operator delete(buckets_, kBucketAlign);
-}
+FlowCache::~FlowCache() = default;
 
 uint32_t FlowCache::hash(const FlowKey& key, uint32_t key_bytes) noexcept {
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");

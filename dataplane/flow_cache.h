@@ -14,6 +14,7 @@
 
 #include "dataplane/action.h"
 #include "dataplane/flow_key.h"
+#include "dataplane/huge_array.h"
 
 namespace strait::dp {
 
@@ -58,7 +59,7 @@ class FlowCache {
     Entry e[kWays];
     uint32_t cursor;
   };
-  Bucket* buckets_ = nullptr;
+  HugeArray<Bucket> buckets_;
   uint32_t n_buckets_ = 0;
   uint32_t mask_ = 0;
 };

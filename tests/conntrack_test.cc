@@ -509,14 +509,19 @@ TEST(ConntrackFull, SynFloodRefusesNewKeepsEstablished) {
   };
   // Meanwhile the established connections keep exchanging data.
   std::atomic<uint64_t> est_ok{0}, est_bad{0};
+  std::atomic<bool> user_running{false};
   std::thread user([&] {
-    while (flooding.load()) {
+    do {
       for (auto& t : est) {
         CtState s = send(ct, (est_ok & 1) ? t : reversed(t), kAck, kSec);
         (s == CtState::kTcpEstablished ? est_ok : est_bad)++;
       }
-    }
+      user_running = true;
+    } while (flooding.load());
   });
+  // The flood starts once the connections are in use (a 2-core machine may
+  // otherwise run both flooders to the end before the user thread starts).
+  while (!user_running.load()) std::this_thread::yield();
   std::thread f1(flooder, 1), f2(flooder, 2);
   f1.join();
   f2.join();
@@ -524,6 +529,8 @@ TEST(ConntrackFull, SynFloodRefusesNewKeepsEstablished) {
   user.join();
   EXPECT_GT(est_ok.load(), 0u);
   EXPECT_EQ(est_bad.load(), 0u);
+  // The table is full now; the established connections still pass.
+  for (auto& t : est) EXPECT_EQ(send(ct, t, kAck, kSec), CtState::kTcpEstablished);
   CtStats s = ct.stats();
   EXPECT_EQ(created.load() + refused.load(), uint64_t(2 * kFlood));
   EXPECT_EQ(s.refused_full, refused.load());
