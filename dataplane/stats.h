@@ -40,6 +40,12 @@ struct alignas(64) WorkerStats {
   Counter iterations{0};
   Counter busy_cycles{0};   // TSC cycles of iterations that moved packets
   Counter idle_cycles{0};   // TSC cycles of empty iterations
+  // The longest iteration since start (naps excluded): the longest time the
+  // worker's rx queues went unpolled, and how many iterations took over a
+  // millisecond. A worker never waits for the control thread (F16), so these
+  // stay at a burst's worth of work whatever the control plane does.
+  Counter max_iteration_cycles{0};
+  Counter iterations_over_1ms{0};
   Counter packets{0};       // received
   Counter cache_hits{0}, cache_misses{0}, cache_evictions{0};
   Counter learn_events_lost{0};  // up-queue full

@@ -46,6 +46,7 @@ int Worker::run() noexcept {
   rte_rcu_qsbr_thread_online(shared_->qsbr, id_);
   uint32_t last_gen = 0;
   uint64_t prev = rte_rdtsc();
+  uint64_t max_iteration = 0;  // this loop's copy of stats_->max_iteration_cycles
   while (!shared_->stop.load(std::memory_order_relaxed)) {
     const Snapshot* s = shared_->snapshot.load(std::memory_order_acquire);
     now_ms_ = prev / tsc_per_ms_;  // ct_now_ms() without another rdtsc
@@ -64,7 +65,14 @@ int Worker::run() noexcept {
     rte_rcu_qsbr_quiescent(shared_->qsbr, id_);
     bump(stats_->iterations);
     uint64_t now = rte_rdtsc();
-    bump(moved ? stats_->busy_cycles : stats_->idle_cycles, now - prev);
+    const uint64_t took = now - prev;
+    bump(moved ? stats_->busy_cycles : stats_->idle_cycles, took);
+    // Two compares per iteration; the stores are rare.
+    if (took > max_iteration) {
+      max_iteration = took;
+      stats_->max_iteration_cycles.store(took, std::memory_order_relaxed);
+    }
+    if (took > tsc_per_ms_) bump(stats_->iterations_over_1ms);
     prev = now;
     if (moved == 0 && idle_sleep_us_) {
       // Offline while asleep, so a grace period never waits for the nap.
