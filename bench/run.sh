@@ -22,8 +22,12 @@
 #                      vxlan port -> br-phy, as neutron's OVS agent); also
 #                      vxlan_decap (VXLAN from a remote VTEP -> VM; OVS too)
 #                      and vlan_sg_default (Strait only: neutron's default
-#                      group + 20 port rules); run the tunnels with l2 or
-#                      vlan for the tunnel's cost (ratio printed)
+#                      group + 20 port rules) and vlan_sg_new (Strait
+#                      only: vlan_sg with every frame a new connection,
+#                      16M flows, once per size; ct_new_per_busy_s = new
+#                      connections per second of the worker's busy time);
+#                      run the tunnels with l2 or vlan for the tunnel's
+#                      cost (ratio printed)
 #   --switches LIST    default ceiling,ovs,strait (ceiling = dpdk-testpmd io,
 #                      run in every scenario; ovs = Open vSwitch with DPDK,
 #                      bench/ovs.sh, installed as root on first use; when it
@@ -130,6 +134,9 @@ MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
 PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
 PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
 SG_ID=6b1e0d3c-0000-4000-8000-0000000005e0   # vlan_sg: the ports' security group
+# vlan_sg_new: strait-gen's largest flow count; at a few Mpps a rep's frames
+# (warm-up included) stay below it, so every frame is a new connection
+NEW_FLOWS=16777216
 # vxlan/vxlan_decap: the switch's VTEP (straitd's [vtep], OVS's br-phy address)
 # and the remote one the generator plays
 VNI=5001 VTEP_LOCAL=10.99.0.1 VTEP_REMOTE=10.99.0.2
@@ -280,6 +287,8 @@ underlay_mtu = 1550
 EOF
         ;;
     esac
+    # vlan_sg_new: every frame opens a connection; the table holds all of them
+    [ "$1" = vlan_sg_new ] && printf '\n[conntrack]\ncapacity = %s\n' $NEW_FLOWS >> "$STRAIT_DIR/straitd.toml"
     taskset -c $GEN_CPU "$STRAITD" --config "$STRAIT_DIR/straitd.toml" -- \
         -l "$GEN_CPU,$SW_CPU" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \
         >> "$log" 2>&1 < /dev/null &   # append: straitctl's output goes to the same log
@@ -300,7 +309,7 @@ EOF
           ctl port bind $PORT2_UUID --network bench --mac $MAC2 $(vm_port net_vhost1 "$3")
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
-    vlan_sg)
+    vlan_sg|vlan_sg_new)
         # The same local network, plus port security and one security group
         # on both ports, the policy ovs.sh installs as neutron's openvswitch
         # firewall (ovs_fw_flows): egress any IPv4; ingress UDP to 5001 from
@@ -373,7 +382,7 @@ EOF
     esac
     return 0
 }
-sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
+sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
 # vlan_sg_default's group: neutron's default group + 20 TCP/UDP port rules
 sg_default_json() {
     # explicit rule ids (bench-rN), as neutron's agents send them
@@ -411,6 +420,10 @@ ct = s.get("conntrack")   # vlan_sg: the connection table at the end of the rep
 if isinstance(ct, dict) and any(ct.get(k) for k in ("entries", "created", "refused_full", "invalid")):
     out += [f"ct_{k}={ct[k]}" for k in ("entries", "created", "refused_full", "invalid")
             if isinstance(ct.get(k), int)]
+    # connections the worker opened per second of its busy time (vlan_sg_new:
+    # every frame is a new connection)
+    if busy and s.get("tsc_hz") and isinstance(ct.get("created"), int):
+        out.append(f"ct_new_per_busy_s={ct['created'] / (busy / s['tsc_hz']):.0f}")
 print(" ".join(out))
 PYEOF
     fi
@@ -432,7 +445,7 @@ scen_gen_args() { # scenario -> extra strait-gen options
     case "$1" in
     # plain L2 between two ports, MAC2 announced from port 1; untagged frames
     # as a VM sends them (the switch's access ports do the local VLAN)
-    l2|vlan|vlan_sg|vlan_sg_default) echo "--learn" ;;
+    l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_default) echo "--learn" ;;
     # the remote MAC is known through the FDB (l2population): no learning
     vxlan) echo "" ;;
     # the generator is the remote VTEP: the l2 frames inside VXLAN
@@ -556,7 +569,7 @@ if [ $CONTROL = 1 ]; then
     done
 fi
 [ ${#ACTIVE[@]} -gt 0 ] || [ ${#CTL_ACTIVE[@]} -gt 0 ] || die "no switch can run"
-for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_default vxlan vxlan_decap)"; done
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_new vlan_sg_default vxlan vxlan_decap)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
         declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" &&
@@ -628,14 +641,20 @@ for size in "${SIZE_L[@]}"; do
     for flows in "${FLOW_L[@]}"; do
         for rep in $(seq "$REPS"); do
             for sc in "${SCEN_L[@]}"; do
+                # vlan_sg_new: its own flow count (every frame new), once per size
+                local_flows=$flows
+                if [ "$sc" = vlan_sg_new ]; then
+                    [ "$flows" = "${FLOW_L[0]}" ] || continue
+                    local_flows=$NEW_FLOWS
+                fi
                 for sw in "${ACTIVE[@]}"; do
                     declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" && continue
                     if [ "${FAILS[$sw]:-0}" -ge 2 ]; then
-                        printf '%s\t%s\t%s\t%s\t%s\tskipped\tNA\tNA\t\t%s\n' "$sw" "$sc" "$size" "$flows" \
+                        printf '%s\t%s\t%s\t%s\t%s\tskipped\tNA\tNA\t\t%s\n' "$sw" "$sc" "$size" "$local_flows" \
                             "$rep" "not run: failed twice in a row before" >> "$RES"
                         continue
                     fi
-                    run_one "$sw" "$sc" "$size" "$flows" "$rep"
+                    run_one "$sw" "$sc" "$size" "$local_flows" "$rep"
                 done
             done
         done

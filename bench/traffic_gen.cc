@@ -706,6 +706,10 @@ int main(int argc, char** argv) {
       if (n < burst) {
         txfail += burst - n;
         rte_pktmbuf_free_bulk(&txb[n], burst - n);
+        // The next burst sends the flows this one could not: flows go out
+        // in order, each once per round (a vlan_sg_new frame is a new
+        // connection until the counter wraps).
+        flow = (flow + flows - (burst - n) % flows) % flows;
       }
     } else {
       nomem++;
