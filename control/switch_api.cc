@@ -398,6 +398,8 @@ json Switch::stats() const {
                        {"iterations", dp::read(st.iterations)},
                        {"busy_cycles", dp::read(st.busy_cycles)},
                        {"idle_cycles", dp::read(st.idle_cycles)},
+                       {"max_iteration_cycles", dp::read(st.max_iteration_cycles)},
+                       {"iterations_over_1ms", dp::read(st.iterations_over_1ms)},
                        {"cache_hits", dp::read(st.cache_hits)},
                        {"cache_misses", dp::read(st.cache_misses)},
                        {"cache_evictions", dp::read(st.cache_evictions)},

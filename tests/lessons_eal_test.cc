@@ -454,6 +454,9 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
               publishes, traffic.sent(), max_us, dp::read(st.iterations_over_1ms), clean, stalled,
               preempted_windows, pinned.realtime() ? "SCHED_FIFO" : "SCHED_OTHER");
   EXPECT_GE(publishes, 1000u);
+  const json shown = h.ok("stats")["workers"][0];  // what a user sees of the same
+  EXPECT_GE(shown["max_iteration_cycles"].get<uint64_t>(), 1u);
+  EXPECT_EQ(shown["iterations_over_1ms"].get<uint64_t>(), dp::read(st.iterations_over_1ms));
   EXPECT_EQ(traffic.received(), traffic.sent()) << "frames lost under control work";
   EXPECT_EQ(h.drops("sg_ingress_denied"), 0u);
   EXPECT_EQ(h.ok("port.list")["ports"].size(), 1002u);
