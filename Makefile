@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test demo bench meson-dpdk clean
 
 all: build
 
@@ -25,6 +25,11 @@ demo: build
 
 bench: build
 	bash bench/run.sh $(BUILD) $(if $(QUICK),--quick,)
+
+# DPDK built here from Debian's source, and straitd on it (meson-dpdk/
+# README.md; root; about 13 minutes on 2 cores). Nothing else depends on it.
+meson-dpdk: deps
+	bash meson-dpdk/build.sh
 
 clean:
 	rm -rf $(BUILD)
