@@ -152,6 +152,8 @@ void render_workers(Exposition& e, const json& stats) {
        "Flow-cache entries evicted to make room."},
       {"strait_worker_learn_events_lost_total", "learn_events_lost", "counter",
        "MAC learning events lost to a full ring."},
+      {"strait_worker_arp_responder_replies_total", "arp_responder_replies", "counter",
+       "ARP requests of local VMs answered by the ARP responder (not flooded)."},
       {"strait_worker_snapshot_generation", "generation", "gauge",
        "Generation of the snapshot the worker last picked up."},
   };

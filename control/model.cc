@@ -119,7 +119,8 @@ std::string devargs_name(const std::string& devargs) {
 
 Result<NetworkSpec> parse_network(const json& params) {
   if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
-  if (auto s = check_known_keys(params, {"id", "type", "physnet", "segmentation_id", "mtu"}, "");
+  if (auto s = check_known_keys(params,
+                                {"id", "type", "physnet", "segmentation_id", "mtu", "arp_responder"}, "");
       !s) {
     return s.error();
   }
@@ -144,6 +145,14 @@ Result<NetworkSpec> parse_network(const json& params) {
     if (!m) return m.error();
     n.mtu = static_cast<uint16_t>(*m);
   }
+  if (const json* arp = find_field(params, "arp_responder")) {
+    if (n.type != NetType::kVxlan)
+      return field_error("arp_responder", std::string("not allowed for a ") +
+                                              net_type_name(n.type) + " network (vxlan only)");
+    auto on = get_bool(*arp, "arp_responder");
+    if (!on) return on.error();
+    n.arp_responder = *on;
+  }
   return n;
 }
 
@@ -155,6 +164,7 @@ json to_json(const NetworkSpec& n) {
             {"mtu", n.mtu}};
   if (n.type == NetType::kFlat || n.type == NetType::kVlan) j["physnet"] = n.physnet;
   if (n.type == NetType::kVlan || n.type == NetType::kVxlan) j["segmentation_id"] = n.seg_id;
+  if (n.type == NetType::kVxlan) j["arp_responder"] = n.arp_responder;
   return j;
 }
 

@@ -27,6 +27,10 @@ struct NetworkSpec {
   std::string physnet;                  // kFlat, kVlan: a physnet of the config
   uint32_t seg_id = 0;                  // kVlan: VLAN id 1..4094; kVxlan: VNI 1..16777215
   uint16_t mtu = 1500;                  // 68..9000; kVxlan: 0 until the model gives the default
+  // kVxlan: ARP requests of local VMs for a remote port's IP (its tunnel FDB
+  // entry names it) are answered here and not flooded (neutron's
+  // arp_responder). Default on; only a vxlan network has the field.
+  bool arp_responder = true;
 };
 
 inline constexpr uint32_t kMaxVni = 16777215;
@@ -42,9 +46,12 @@ struct VxlanSettings {
 
 // The l2population state of one vxlan network (issue 6): remote MACs and the
 // VTEP (IPv4) behind each, and the VTEPs that get a copy of broadcast,
-// unknown unicast and multicast.
+// unknown unicast and multicast. `ips`: the IPv4 address of the remote port
+// of some of the MACs (l2population's fdb entries carry it), what the ARP
+// responder answers with; an address belongs to one MAC at most.
 struct TunnelSpec {
   std::map<Mac, IpAddr> fdb;
+  std::map<Mac, IpAddr> ips;  // keys are keys of fdb
   std::set<IpAddr> flood;
   bool empty() const { return fdb.empty() && flood.empty(); }
   bool operator==(const TunnelSpec&) const = default;
@@ -54,6 +61,7 @@ struct TunnelSpec {
 struct TunnelFdbEntry {
   Mac mac{};
   IpAddr vtep;
+  std::optional<IpAddr> ip;  // the remote port's IPv4 address (ARP responder)
 };
 
 // tunnel.* requests, parsed and checked field by field (no state consulted).
@@ -67,7 +75,7 @@ struct TunnelFloodRequest {
 };
 Result<TunnelFdbRequest> parse_tunnel_fdb(const nlohmann::json& params, bool add);
 Result<TunnelFloodRequest> parse_tunnel_flood(const nlohmann::json& params);
-// The stored form ({"fdb": [{"mac", "vtep"}], "flood": [ip...]}) and back.
+// The stored form ({"fdb": [{"mac", "vtep", "ip"?}], "flood": [ip...]}) and back.
 nlohmann::json to_json(const TunnelSpec& t);
 Result<TunnelSpec> parse_tunnel(const nlohmann::json& j);
 // IPv4 in network order as a dataplane uint32_t (its bytes as they are in memory).
@@ -174,8 +182,10 @@ class Model {
 
   // VXLAN tunnel state (model_tunnel.cc). The network must exist and be a
   // vxlan network; a remote VTEP is an IPv4 unicast address, not ours. Add
-  // replaces an existing MAC's VTEP; delete refuses an unknown MAC
-  // (not_found); flood replaces the list. All or nothing.
+  // replaces an existing MAC's VTEP and IP (an entry without `ip` leaves the
+  // MAC without one); an IP another MAC of the network has is a conflict;
+  // delete refuses an unknown MAC (not_found); flood replaces the list. All
+  // or nothing.
   Status add_tunnel_fdb(const std::string& network, const std::vector<TunnelFdbEntry>& entries);
   Status remove_tunnel_fdb(const std::string& network, const std::vector<Mac>& macs);
   Status set_tunnel_flood(const std::string& network, const std::vector<IpAddr>& vteps);

@@ -34,7 +34,8 @@ Result<Mac> unicast_mac(const json& v, const std::string& field) {
   return *mac;
 }
 
-Result<IpAddr> vtep_ip(const json& v, const std::string& field) {
+// A remote VTEP's address, or a remote port's (ARP is IPv4 only).
+Result<IpAddr> unicast_ipv4(const json& v, const std::string& field) {
   auto s = get_string(v, field);
   if (!s) return s.error();
   auto ip = parse_ip(*s);
@@ -75,7 +76,7 @@ Result<TunnelFdbRequest> parse_tunnel_fdb(const json& params, bool add) {
     const std::string at = "entries[" + std::to_string(i) + "]";
     const json& e = (*list)[i];
     if (!e.is_object()) return field_error(at, "expected an object, " + got(e));
-    if (auto s = check_known_keys(e, add ? std::initializer_list<std::string_view>{"mac", "vtep"}
+    if (auto s = check_known_keys(e, add ? std::initializer_list<std::string_view>{"mac", "vtep", "ip"}
                                          : std::initializer_list<std::string_view>{"mac"},
                                   at + ".");
         !s) {
@@ -90,14 +91,23 @@ Result<TunnelFdbRequest> parse_tunnel_fdb(const json& params, bool add) {
     if (add) {
       const json* vtep = find_field(e, "vtep");
       if (!vtep) return field_error(at + ".vtep", "missing (the remote VTEP's IPv4 address)");
-      auto ip = vtep_ip(*vtep, at + ".vtep");
+      auto ip = unicast_ipv4(*vtep, at + ".vtep");
       if (!ip) return ip.error();
       entry.vtep = *ip;
+      if (const json* port_ip = find_field(e, "ip"); port_ip && !port_ip->is_null()) {
+        auto pip = unicast_ipv4(*port_ip, at + ".ip");
+        if (!pip) return pip.error();
+        entry.ip = *pip;
+      }
     }
-    for (size_t k = 0; k < r.entries.size(); k++)
+    for (size_t k = 0; k < r.entries.size(); k++) {
       if (r.entries[k].mac == entry.mac)
         return field_error(at + ".mac", mac_to_string(entry.mac) + " is also entries[" +
                                             std::to_string(k) + "]");
+      if (entry.ip && r.entries[k].ip == entry.ip)
+        return field_error(at + ".ip", ip_to_string(*entry.ip) + " is also the ip of entries[" +
+                                           std::to_string(k) + "]");
+    }
     r.entries.push_back(entry);
   }
   return r;
@@ -115,7 +125,7 @@ Result<TunnelFloodRequest> parse_tunnel_flood(const json& params) {
   if (!list->is_array()) return field_error("vteps", "expected a list, " + got(*list));
   for (size_t i = 0; i < list->size(); i++) {
     const std::string at = "vteps[" + std::to_string(i) + "]";
-    auto ip = vtep_ip((*list)[i], at);
+    auto ip = unicast_ipv4((*list)[i], at);
     if (!ip) return ip.error();
     if (std::find(r.vteps.begin(), r.vteps.end(), *ip) != r.vteps.end())
       return field_error(at, ip_to_string(*ip) + " is listed twice");
@@ -126,8 +136,11 @@ Result<TunnelFloodRequest> parse_tunnel_flood(const json& params) {
 
 json to_json(const TunnelSpec& t) {
   json fdb = json::array(), flood = json::array();
-  for (const auto& [mac, ip] : t.fdb)
-    fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", ip_to_string(ip)}});
+  for (const auto& [mac, ip] : t.fdb) {
+    json e = {{"mac", mac_to_string(mac)}, {"vtep", ip_to_string(ip)}};
+    if (auto it = t.ips.find(mac); it != t.ips.end()) e["ip"] = ip_to_string(it->second);
+    fdb.push_back(std::move(e));
+  }
   for (const IpAddr& ip : t.flood) flood.push_back(ip_to_string(ip));
   return {{"fdb", fdb}, {"flood", flood}};
 }
@@ -139,7 +152,10 @@ Result<TunnelSpec> parse_tunnel(const json& j) {
   if (const json* fdb = find_field(j, "fdb"); fdb && !fdb->empty()) {
     auto r = parse_tunnel_fdb({{"network", "-"}, {"entries", *fdb}}, /*add=*/true);
     if (!r) return r.error();
-    for (const TunnelFdbEntry& e : r->entries) t.fdb[e.mac] = e.vtep;
+    for (const TunnelFdbEntry& e : r->entries) {
+      t.fdb[e.mac] = e.vtep;
+      if (e.ip) t.ips[e.mac] = *e.ip;
+    }
   }
   if (const json* flood = find_field(j, "flood")) {
     auto r = parse_tunnel_flood({{"network", "-"}, {"vteps", *flood}});
@@ -188,6 +204,21 @@ Status Model::check_remote_vtep(const IpAddr& ip, const std::string& field) cons
 
 // Remote VTEPs are datapath ports kVtepPortBase + index: at most kMaxVteps.
 namespace {
+// The ARP responder answers an address with one MAC: a request's IP that
+// another MAC of the network already has is refused, not moved.
+Status check_unique_ips(const std::string& network, const TunnelSpec& t,
+                        const std::vector<TunnelFdbEntry>& entries) {
+  for (size_t i = 0; i < entries.size(); i++) {
+    if (!entries[i].ip) continue;
+    for (const auto& [mac, ip] : t.ips)
+      if (ip == *entries[i].ip && mac != entries[i].mac)
+        return conflict("entries[" + std::to_string(i) + "].ip: " + ip_to_string(ip) +
+                        " is the ip of remote MAC " + mac_to_string(mac) + " in network " +
+                        network + " (delete that entry first)");
+  }
+  return ok();
+}
+
 Status within_vtep_limit(const std::map<std::string, TunnelSpec>& tunnels) {
   std::set<IpAddr> all;
   for (const auto& [net, t] : tunnels) {
@@ -211,7 +242,11 @@ Status Model::add_tunnel_fdb(const std::string& network,
         !st)
       return st;
     t.fdb[entries[i].mac] = entries[i].vtep;
+    t.ips.erase(entries[i].mac);  // replaced whole: an entry without ip leaves none
   }
+  for (const TunnelFdbEntry& e : entries)
+    if (e.ip) t.ips[e.mac] = *e.ip;
+  if (Status st = check_unique_ips(network, t, entries); !st) return st;
   if (t.fdb.size() > kMaxTunnelFdbPerNetwork)
     return exhausted("entries: network " + network + " would have more than " +
                      std::to_string(kMaxTunnelFdbPerNetwork) + " remote MACs");
@@ -227,7 +262,10 @@ Status Model::remove_tunnel_fdb(const std::string& network, const std::vector<Ma
     if (it == tunnels_.end() || !it->second.fdb.count(macs[i]))
       return not_found("entries[" + std::to_string(i) + "].mac: " + mac_to_string(macs[i]) +
                        " is not in the FDB of network " + network);
-  for (const Mac& m : macs) it->second.fdb.erase(m);
+  for (const Mac& m : macs) {
+    it->second.fdb.erase(m);
+    it->second.ips.erase(m);
+  }
   if (it->second.empty()) tunnels_.erase(it);
   return ok();
 }
@@ -249,7 +287,10 @@ Status Model::restore_tunnel(const std::string& network, const TunnelSpec& t) {
   if (Status st = check_tunnel_target(network); !st) return st;
   if (tunnels_.count(network)) return exists("network " + network + " already has tunnel state");
   std::vector<TunnelFdbEntry> entries;
-  for (const auto& [mac, ip] : t.fdb) entries.push_back({mac, ip});
+  for (const auto& [mac, ip] : t.fdb) {
+    auto pip = t.ips.find(mac);
+    entries.push_back({mac, ip, pip == t.ips.end() ? std::nullopt : std::optional(pip->second)});
+  }
   Model scratch = *this;  // all or nothing
   if (Status st = scratch.add_tunnel_fdb(network, entries); !st) return st;
   if (Status st = scratch.set_tunnel_flood(network, {t.flood.begin(), t.flood.end()}); !st)

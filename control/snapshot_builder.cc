@@ -33,6 +33,14 @@ void add_vxlan_network(dp::Snapshot& s, const BuildInput& in, const NetworkSpec&
   for (const IpAddr& ip : t->flood)
     if (auto it = in.vtep->index.find(ipv4_be32(ip)); it != in.vtep->index.end())
       n.flood_vteps.push_back(it->second);
+  if (!spec.arp_responder) return;
+  for (const auto& [mac, ip] : t->ips) {
+    dp::ArpEntry e{ipv4_be32(ip), {}};
+    std::copy(mac.begin(), mac.end(), e.mac);
+    n.arp.push_back(e);
+  }
+  std::sort(n.arp.begin(), n.arp.end(),
+            [](const dp::ArpEntry& a, const dp::ArpEntry& b) { return a.ip < b.ip; });
 }
 
 // The remote MACs of vxlan networks with a port here, behind their VTEPs.

@@ -79,7 +79,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
                                          std::to_string(kSchemaVersion) + ")"};
   if (version < kSchemaVersion) {
     // New database, or an upgrade: every version only adds tables (v2:
-    // security_groups, v3: tunnels), so creating the missing ones is the whole upgrade.
+    // security_groups, v3: tunnels) or optional fields to rows (v4: FDB
+    // entries' ip, networks' arp_responder), so creating the missing tables
+    // is the whole upgrade.
     // One transaction: the version moves with the tables.
     if (Status r = s->exec("BEGIN IMMEDIATE", {}); !r) return r.error();
     if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {

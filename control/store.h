@@ -20,8 +20,11 @@ namespace strait::ctl {
 class Store {
  public:
   // 2: security_groups table; 3: tunnels table (VXLAN FDB and flood list
-  // per network). An older database is upgraded in place on open.
-  static constexpr int kSchemaVersion = 3;
+  // per network); 4: tunnel FDB entries may carry the remote port's "ip" and
+  // vxlan networks "arp_responder" (rows an older straitd cannot read: it
+  // refuses the newer version rather than a row). An older database is
+  // upgraded in place on open.
+  static constexpr int kSchemaVersion = 4;
 
   // Opens (creating if needed) state_dir/strait.db. Refuses a database of
   // a newer schema than this build knows.

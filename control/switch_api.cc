@@ -404,6 +404,7 @@ json Switch::stats() const {
                        {"cache_misses", dp::read(st.cache_misses)},
                        {"cache_evictions", dp::read(st.cache_evictions)},
                        {"learn_events_lost", dp::read(st.learn_events_lost)},
+                       {"arp_responder_replies", dp::read(st.arp_responder_replies)},
                        {"generation", dp::read(st.generation)}, {"drops", drops_json(drops, 0)}});
   }
   return {{"generation", publisher_.generation()}, {"tsc_hz", rte_get_tsc_hz()},

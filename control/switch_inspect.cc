@@ -26,6 +26,7 @@ const char* action_kind(dp::ActionKind k) {
     case dp::ActionKind::kFlood: return "flood";
     case dp::ActionKind::kEncap: return "encap";
     case dp::ActionKind::kVtepArp: return "vtep_arp";
+    case dp::ActionKind::kArpReply: return "arp_reply";
   }
   return "?";
 }

@@ -191,8 +191,12 @@ json Switch::tunnel_network_json(const NetworkSpec& n) const {
   const uint16_t lvlan = model_.local_vlan(n.id);
   json fdb = json::array(), flood = json::array();
   if (const TunnelSpec* t = model_.tunnel(n.id)) {
-    for (const auto& [mac, ip] : t->fdb)
-      fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", ip_to_string(ip)}, {"learned", false}});
+    for (const auto& [mac, ip] : t->fdb) {
+      auto pip = t->ips.find(mac);
+      fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", ip_to_string(ip)},
+                     {"ip", pip == t->ips.end() ? json(nullptr) : json(ip_to_string(pip->second))},
+                     {"learned", false}});
+    }
     for (const IpAddr& ip : t->flood) flood.push_back(ip_to_string(ip));
   }
   for (const auto& [key, l] : learned_) {
@@ -202,9 +206,10 @@ json Switch::tunnel_network_json(const NetworkSpec& n) const {
     json vtep = nullptr;
     for (const auto& [ip, v] : vteps_)
       if (v.index == l.port - dp::kVtepPortBase) vtep = be32_to_string(ip);
-    fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", vtep}, {"learned", true}});
+    fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", vtep}, {"ip", nullptr}, {"learned", true}});
   }
-  return {{"id", n.id}, {"vni", n.seg_id}, {"local_vlan", lvlan}, {"fdb", fdb}, {"flood", flood}};
+  return {{"id", n.id}, {"vni", n.seg_id}, {"local_vlan", lvlan}, {"arp_responder", n.arp_responder},
+          {"fdb", fdb}, {"flood", flood}};
 }
 
 void Switch::tunnel_show(const json& params, Done done) const {

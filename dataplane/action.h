@@ -17,6 +17,9 @@ enum class ActionKind : uint8_t {
             // (kVtepPortBase + index) and send it on the underlay NIC
   kVtepArp, // an ARP for our VTEP address on the underlay: the worker answers
             // a request, reports a reply to the control thread
+  kArpReply,  // the ARP responder: a local VM asked for a remote port's IP; the
+              // worker answers it to the ingress port with
+              // Snapshot::networks[lvlan].arp[out_port], nothing else is sent
 };
 
 // Action flags.
@@ -42,7 +45,7 @@ struct Action {
   DropReason reason = DropReason::kNone;  // kDrop; kActTrack without kActNewOk: why new is refused
   uint8_t flags = 0;
   uint8_t pad = 0;
-  uint16_t out_port = kNoPort;  // kOutput: datapath port index
+  uint16_t out_port = kNoPort;  // kOutput: datapath port index; kArpReply: Network::arp index
   uint16_t egress_vid = 0;      // kOutput: VLAN id to carry out, 0 = untagged
   uint16_t lvlan = 0;           // the network's local VLAN (flood list, learning)
   uint16_t mtu = 0;             // largest L3 length allowed; checked per packet, 0 = no check

@@ -113,6 +113,13 @@ Action from_access(const Snapshot& snap, const PortEntry& port, const FlowKey& k
   if (!net.present) return drop_action(DropReason::kPortDown);
   Action a;
   if (port.security && !sender_security(*port.security, key, &a)) return a;
+  if (const ArpEntry* e = arp_responder_entry(net, key)) {
+    Action r;
+    r.kind = ActionKind::kArpReply;
+    r.lvlan = port.lvlan;
+    r.out_port = uint16_t(e - net.arp.data());
+    return r;
+  }
   return l2_forward(snap, net, port.lvlan, key, a);
 }
 

@@ -116,6 +116,13 @@ struct UplinkMap {
   uint16_t flat_lvlan = 0;                    // untagged frames; 0 = none
 };
 
+// A remote port's IPv4 address and MAC, from the tunnel FDB: what the ARP
+// responder answers a local VM's request for `ip` with.
+struct ArpEntry {
+  uint32_t ip;     // network order
+  uint8_t mac[6];
+};
+
 struct FloodTarget {
   uint16_t port;
   uint16_t egress_vid;  // 0 = untagged
@@ -130,6 +137,10 @@ struct Network {
   // broadcast, unknown unicast and multicast (head-end replication); never
   // for a frame that came out of a tunnel (split horizon).
   std::vector<uint16_t> flood_vteps;
+  // kVxlan with the ARP responder on: the remote ports' addresses, sorted by
+  // ip. A broadcast ARP request of a local VM for one of them is answered to
+  // the VM (Action::out_port indexes this) and goes nowhere else.
+  std::vector<ArpEntry> arp;
   uint16_t mtu = 1500;
   uint16_t uplink = kNoPort;  // datapath port of the physnet NIC (kVlan, kFlat)
   std::vector<FloodTarget> flood;  // every port of the network, uplink included (kVxlan: local ports)

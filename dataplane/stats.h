@@ -49,6 +49,7 @@ struct alignas(64) WorkerStats {
   Counter packets{0};       // received
   Counter cache_hits{0}, cache_misses{0}, cache_evictions{0};
   Counter learn_events_lost{0};  // up-queue full
+  Counter arp_responder_replies{0};  // ARP requests of local VMs answered for remote ports
   Counter generation{0};    // last snapshot generation this worker forwarded by
   Counter stage_cycles[kNumStages] = {};  // busy_cycles by Stage (the rest: loop overhead)
   Counter drops[kNumDropReasons] = {};

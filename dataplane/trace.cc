@@ -292,7 +292,32 @@ class Explainer {
       return stop(TraceStage::kNetwork, DropReason::kPortDown, "the port's network is not live");
     if (port.security)
       if (DropReason r = sender(*port.security); r != DropReason::kNone) return r;
+    if (arp_responder(net)) return DropReason::kNone;
     return l2(net, port.lvlan);
+  }
+
+  // A VM's ARP request in a vxlan network (pipeline.cc from_access, vxlan.h
+  // arp_responder_entry): true when the switch answers it.
+  bool arp_responder(const Network& net) {
+    if (net.type != NetType::kVxlan || key_.dl_type != kEthTypeArp ||
+        key_.nw_proto != kArpOpRequest)
+      return false;
+    const std::string ask = "ARP request from " + ip4_str(arp_sender_ip(key_)) + " for " +
+                            ip4_str(arp_target_ip(key_));
+    if (const ArpEntry* e = arp_responder_entry(net, key_)) {
+      add(TraceStage::kArpResponder,
+          ask + ": a remote port's address (tunnel FDB), answered by the ARP responder with " +
+              mac_str(e->mac) + " to the ingress port only; not flooded, nothing to the tunnels")
+          .port = key_.in_port;
+      return true;
+    }
+    const char* why = net.arp.empty() ? "the network's ARP responder is off or knows no address"
+                      : !mac_is_multicast(key_.dl_dst) ? "not broadcast: left to its destination"
+                      : arp_target_ip(key_) == arp_sender_ip(key_)
+                          ? "gratuitous: an announcement for everyone"
+                          : "no remote port has this address";
+    add(TraceStage::kArpResponder, ask + ": not answered here (" + why + "), forwarded as any frame");
+    return false;
   }
 
   DropReason uplink(const PortEntry& port) {
@@ -456,6 +481,8 @@ void expand_outputs(const Snapshot& snap, const FlowKey& key, const Action& a, T
     out(a.out_port, a.egress_vid);
   } else if (a.kind == ActionKind::kEncap) {
     if (!tunnel(a.out_port)) r->drop = r->steps.back().drop;
+  } else if (a.kind == ActionKind::kArpReply) {
+    out(key.in_port, 0);  // the reply, to the VM that asked
   } else if (a.kind == ActionKind::kVtepArp) {
     if (key.nw_proto == kArpOpRequest && arp_target_ip(key) == snap.vtep.local_ip)
       out(snap.vtep.uplink, 0);
@@ -502,6 +529,7 @@ const char* trace_stage_name(TraceStage s) {
     case TraceStage::kDecap: return "decap";
     case TraceStage::kEncap: return "encap";
     case TraceStage::kVtepArp: return "vtep_arp";
+    case TraceStage::kArpResponder: return "arp_responder";
   }
   return "?";
 }

@@ -40,6 +40,7 @@ enum class TraceStage : uint8_t {
   kDecap,       // underlay frame to our VTEP: VNI -> network, outer headers removed
   kEncap,       // to a remote VTEP: its address, next hop resolved or not
   kVtepArp,     // ARP on the underlay for our VTEP address: answered / reported
+  kArpResponder,  // a VM's ARP request in a vxlan network: answered here or flooded
 };
 const char* trace_stage_name(TraceStage s);
 

@@ -10,6 +10,7 @@
 #include <rte_udp.h>
 #include <rte_vxlan.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -132,6 +133,19 @@ bool is_vtep_arp(const Snapshot& snap, const PortEntry& port, const FlowKey& key
   // want them (a gratuitous reply of the next hop).
   return key.nw_proto == kArpOpReply && port.role == PortRole::kUplink &&
          snap.uplinks[port.uplink_map].flat_lvlan == 0;
+}
+
+const ArpEntry* arp_responder_entry(const Network& net, const FlowKey& key) noexcept {
+  static constexpr uint8_t kBroadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  if (net.type != NetType::kVxlan || net.arp.empty() || key.dl_type != kEthTypeArp ||
+      key.nw_proto != kArpOpRequest || std::memcmp(key.dl_dst, kBroadcast, 6) != 0)
+    return nullptr;
+  const uint32_t ip = arp_target_ip(key);
+  // A gratuitous request announces the sender to everyone: flooded as before.
+  if (ip == arp_sender_ip(key)) return nullptr;
+  auto it = std::lower_bound(net.arp.begin(), net.arp.end(), ip,
+                             [](const ArpEntry& e, uint32_t v) { return e.ip < v; });
+  return it != net.arp.end() && it->ip == ip ? &*it : nullptr;
 }
 
 }  // namespace strait::dp

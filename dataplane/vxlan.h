@@ -41,7 +41,8 @@ rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const VtepConfig& vtep,
                       const RemoteVtep& remote, uint32_t vni, uint32_t flow_hash) noexcept;
 
 // Rewrites m (whatever it held; single segment afterwards) into a 60-byte
-// Ethernet/ARP frame from our underlay MAC: a request (eth_dst broadcast,
+// Ethernet/ARP frame from sender_mac (our underlay MAC, or the remote port's
+// for the ARP responder): a request (eth_dst broadcast,
 // target MAC zero) or a reply (eth_dst = target_mac). Addresses are IPv4 in
 // network order. Returns false when m cannot hold it.
 bool arp_build(rte_mbuf* m, uint16_t op, const uint8_t* sender_mac, uint32_t sender_ip,
@@ -55,6 +56,12 @@ uint16_t vtep_index_of(const Snapshot& s, uint32_t ip) noexcept;
 // kVtepArp): untagged on the underlay NIC and for local_ip, or any reply
 // there when the physnet has no flat network to take it.
 bool is_vtep_arp(const Snapshot& snap, const PortEntry& port, const FlowKey& key) noexcept;
+
+// The ARP responder (the pipeline's kArpReply): the remote port a local VM's
+// broadcast ARP request in network `net` asks for; null when the network
+// does not answer it (not vxlan, responder off or no addresses, not a
+// broadcast request, a gratuitous one, an address no FDB entry names).
+const ArpEntry* arp_responder_entry(const Network& net, const FlowKey& key) noexcept;
 
 // The addresses of a parsed ARP frame (FlowKey: nw_src = SPA + SHA,
 // nw_dst = TPA + THA), IPv4 in network order.

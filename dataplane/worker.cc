@@ -134,9 +134,11 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   bool ok[kBurst];
   // The underlay NIC decodes VXLAN to our port; its decisions depend on the
   // tunnel fields and on ARP addresses, so its frames are keyed in full.
+  // ARP frames from anywhere are too: the ARP responder answers by address.
   const bool underlay = s.vtep.enabled && in_idx == s.vtep.uplink;
   const ParseOptions opts{underlay ? s.vtep.udp_port : uint16_t(0)};
-  const uint32_t key_bytes = underlay ? kFullKeyBytes : in.key_bytes;
+  const uint32_t port_key_bytes = underlay ? kFullKeyBytes : in.key_bytes;
+  uint32_t key_bytes[kBurst];
   PortCounters& pc = stats_->ports[in_idx];
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; i++) {
@@ -152,7 +154,8 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
       drop(m, in_idx, r);
       continue;
     }
-    hashes[i] = FlowCache::hash(keys[i], key_bytes);
+    key_bytes[i] = keys[i].dl_type == kEthTypeArp ? kFullKeyBytes : port_key_bytes;
+    hashes[i] = FlowCache::hash(keys[i], key_bytes[i]);
   }
   bump(pc.rx_packets, n);
   bump(pc.rx_bytes, bytes);
@@ -167,13 +170,13 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
     Action& a = acts[i];
-    if (const Action* cached = cache_.lookup(keys[i], hashes[i], key_bytes, s.generation)) {
+    if (const Action* cached = cache_.lookup(keys[i], hashes[i], key_bytes[i], s.generation)) {
       a = *cached;  // copied: a later insert in this burst may reuse the entry
       hits++;
     } else {
       const uint64_t t_miss = rte_rdtsc();
       a = pipeline_decide(s, keys[i]);
-      evictions += cache_.insert(keys[i], hashes[i], key_bytes, s.generation, a);
+      evictions += cache_.insert(keys[i], hashes[i], key_bytes[i], s.generation, a);
       misses++;
       if (a.flags & kActLearn) learn(s, keys[i], a);
       pipeline_cycles += rte_rdtsc() - t_miss;
@@ -233,6 +236,7 @@ void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
                      const PacketMeta& rx_meta, const Action& a, const SgPrepared* ct) noexcept {
   if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
   if (a.kind == ActionKind::kVtepArp) return vtep_arp(s, m, key);
+  if (a.kind == ActionKind::kArpReply) return arp_reply(s, m, key, a);
   PacketMeta meta = rx_meta;
   if (a.flags & kActDecap) {
     // The parser read the outer headers from the first segment: they are there.
@@ -465,6 +469,19 @@ void Worker::vtep_arp(const Snapshot& s, rte_mbuf* m, const FlowKey& key) noexce
   if (!arp_build(m, kArpOpReply, s.vtep.mac, s.vtep.local_ip, arp_sender_mac(key), sender_ip))
     return drop(m, key.in_port, DropReason::kNoMbuf);
   enqueue(s, s.vtep.uplink, m);
+}
+
+// The ARP responder: a local VM's request for a remote port's address,
+// answered as that port would (from its MAC) to the VM alone; the request
+// goes no further (no flood, no tunnel). The pipeline chose the entry.
+void Worker::arp_reply(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
+                       const Action& a) noexcept {
+  const ArpEntry& e = s.networks[a.lvlan].arp[a.out_port];
+  // The key is a copy outside m: m may be rewritten from it.
+  if (!arp_build(m, kArpOpReply, e.mac, e.ip, arp_sender_mac(key), arp_sender_ip(key)))
+    return drop(m, key.in_port, DropReason::kNoMbuf);
+  bump(stats_->arp_responder_replies);
+  enqueue(s, key.in_port, m);
 }
 
 }  // namespace strait::dp

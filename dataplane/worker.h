@@ -143,6 +143,7 @@ class Worker {
                        const Action& a) noexcept;
   void ask_arp(const Snapshot& s, uint16_t vtep_idx, const RemoteVtep& r) noexcept;
   void vtep_arp(const Snapshot& s, rte_mbuf* m, const FlowKey& key) noexcept;
+  void arp_reply(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Action& a) noexcept;
 
   const uint16_t id_;
   const unsigned lcore_;

@@ -158,7 +158,7 @@ TEST_F(StoreTest, PutReplacesAndDeleteRemovesAGroup) {
 
 TEST_F(StoreTest, NewDatabaseHasSchemaV3) {
   ASSERT_TRUE(open());
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='tunnels'"), "tunnels");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"),
             "security_groups");
@@ -178,7 +178,7 @@ TEST_F(StoreTest, UpgradesV1InPlace) {
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
   auto s = open();
   ASSERT_TRUE(s);
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
   auto saved = s->load();
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   ASSERT_EQ(saved->ports.size(), 1u);
@@ -217,9 +217,12 @@ TEST_F(StoreTest, TunnelsRoundTripAndGoWithTheirNetwork) {
   auto s = open();
   ASSERT_TRUE(s);
   ASSERT_TRUE(s->put_network(network(vxlan_net("vx1", 5001))).ok());
-  ASSERT_TRUE(s->put_network(network(vxlan_net("vx2", 16777215))).ok());
+  json quiet = vxlan_net("vx2", 16777215);
+  quiet["arp_responder"] = false;
+  ASSERT_TRUE(s->put_network(network(quiet)).ok());
   const TunnelSpec t1 = tunnel({{"fdb",
-                                 {{{"mac", "02:00:00:00:01:01"}, {"vtep", "10.99.0.2"}},
+                                 {{{"mac", "02:00:00:00:01:01"}, {"vtep", "10.99.0.2"},
+                                   {"ip", "10.0.0.2"}},
                                   {{"mac", "02:00:00:00:01:02"}, {"vtep", "10.99.0.3"}}}},
                                 {"flood", {"10.99.0.2", "10.99.0.3"}}});
   const TunnelSpec t2 = tunnel({{"flood", {"10.99.0.4"}}});
@@ -233,6 +236,9 @@ TEST_F(StoreTest, TunnelsRoundTripAndGoWithTheirNetwork) {
   ASSERT_EQ(saved->networks.size(), 2u);
   EXPECT_EQ(saved->networks[1].seg_id, 16777215u);
   EXPECT_EQ(saved->networks[1].type, dp::NetType::kVxlan);
+  EXPECT_TRUE(saved->networks[0].arp_responder);
+  EXPECT_FALSE(saved->networks[1].arp_responder);
+  ASSERT_EQ(t1.ips.size(), 1u);  // the remote port's address, for the ARP responder
   ASSERT_EQ(saved->tunnels.size(), 2u);
   EXPECT_EQ(saved->tunnels[0].first, "vx1");
   EXPECT_EQ(saved->tunnels[0].second, t1);
@@ -259,7 +265,7 @@ TEST_F(StoreTest, UpgradesV2InPlace) {
   )");
   auto s = open();
   ASSERT_TRUE(s);
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "3");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
   auto saved = s->load();
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   ASSERT_EQ(saved->networks.size(), 1u);
@@ -276,6 +282,31 @@ TEST_F(StoreTest, UpgradesV2InPlace) {
   EXPECT_EQ(saved->tunnels.size(), 1u);
 }
 
+// A database of schema 3 (tunnels without addresses): rows read as they
+// are, the responder on by default, and rows with addresses from then on.
+TEST_F(StoreTest, UpgradesV3InPlace) {
+  sql(R"(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE networks (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE ports (id TEXT PRIMARY KEY, spec TEXT NOT NULL, local_vlan INTEGER NOT NULL);
+    CREATE TABLE security_groups (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE tunnels (network TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '3');
+    INSERT INTO networks VALUES ('vx1', '{"id":"vx1","type":"vxlan","physnet":null,"segmentation_id":5001,"mtu":1450}');
+    INSERT INTO tunnels VALUES ('vx1', '{"fdb":[{"mac":"02:00:00:00:01:01","vtep":"10.99.0.2"}],"flood":[]}');
+  )");
+  auto s = open();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->networks.size(), 1u);
+  EXPECT_TRUE(saved->networks[0].arp_responder);
+  ASSERT_EQ(saved->tunnels.size(), 1u);
+  EXPECT_EQ(saved->tunnels[0].second.fdb.size(), 1u);
+  EXPECT_TRUE(saved->tunnels[0].second.ips.empty());
+}
+
 TEST_F(StoreTest, BadTunnelRowIsNamed) {
   auto s = open();
   ASSERT_TRUE(s);
@@ -286,12 +317,12 @@ TEST_F(StoreTest, BadTunnelRowIsNamed) {
 TEST_F(StoreTest, NewerSchemaIsRefusedAndLeftAlone) {
   sql(R"(
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    INSERT INTO meta VALUES ('schema_version', '4');
+    INSERT INTO meta VALUES ('schema_version', '5');
   )");
   EXPECT_REFUSED(Store::open(dir_), "invalid_argument",
-                 "schema version 4 is newer than this straitd (3)");
+                 "schema version 5 is newer than this straitd (4)");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
 }
 
 TEST_F(StoreTest, BadGroupRowIsNamed) {

@@ -660,6 +660,17 @@ TEST_F(StraitctlArgs, TunnelCommands) {
   EXPECT_EQ(p.inv.params,
             json::parse(R"({"network": "vx",
                             "entries": [{"mac": "02:00:00:00:01:01", "vtep": "10.99.0.2"}]})"));
+  // The remote port's address, for the ARP responder.
+  p = parse({"tunnel", "fdb", "add", "vx", "02:00:00:00:01:01", "10.99.0.2", "--ip", "10.0.0.5"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params,
+            json::parse(R"({"network": "vx", "entries": [{"mac": "02:00:00:00:01:01",
+                            "vtep": "10.99.0.2", "ip": "10.0.0.5"}]})"));
+  p = parse({"network", "create", "vx", "--type", "vxlan", "--segmentation-id", "5001",
+             "--no-arp-responder"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params, json({{"id", "vx"}, {"type", "vxlan"}, {"segmentation_id", 5001},
+                                {"arp_responder", false}}));
   p = parse({"tunnel", "fdb", "delete", "vx", "02:00:00:00:01:01"});
   ASSERT_EQ(p.rc, -1) << p.err;
   EXPECT_EQ(p.inv.method, "tunnel.fdb.delete");
@@ -692,8 +703,11 @@ TEST(StraitctlRender, Tunnel) {
     "remote_vteps": [{"ip": "10.99.0.2", "next_hop": "10.99.0.2", "resolved": true,
                       "mac": "02:00:00:00:99:02"},
                      {"ip": "10.99.0.3", "next_hop": "10.99.0.3", "resolved": false, "mac": null}],
-    "networks": [{"id": "vx", "vni": 5001, "local_vlan": 1,
-                  "fdb": [{"mac": "02:00:00:00:01:01", "vtep": "10.99.0.2", "learned": false}],
+    "networks": [{"id": "vx", "vni": 5001, "local_vlan": 1, "arp_responder": true,
+                  "fdb": [{"mac": "02:00:00:00:01:01", "vtep": "10.99.0.2", "ip": "10.0.0.5",
+                           "learned": false},
+                          {"mac": "02:00:00:00:01:02", "vtep": "10.99.0.2", "ip": null,
+                           "learned": true}],
                   "flood": ["10.99.0.2", "10.99.0.3"]}]})");
   const std::string out = render_tunnel(t);
   EXPECT_THAT(out, HasSubstr("local_ip:  10.99.0.1\n"));
@@ -702,9 +716,10 @@ TEST(StraitctlRender, Tunnel) {
                              "VTEP       NEXT_HOP   RESOLVED  MAC\n"
                              "10.99.0.2  10.99.0.2  true      02:00:00:00:99:02\n"
                              "10.99.0.3  10.99.0.3  false     -\n"));
-  EXPECT_THAT(out, HasSubstr("NETWORK   VNI  LVLAN  FLOOD\n"
-                             "vx       5001      1  10.99.0.2,10.99.0.3\n"));
-  EXPECT_THAT(out, HasSubstr("vx       02:00:00:00:01:01  10.99.0.2  false\n"));
+  EXPECT_THAT(out, HasSubstr("NETWORK   VNI  LVLAN  ARP_RESPONDER  FLOOD\n"
+                             "vx       5001      1  true           10.99.0.2,10.99.0.3\n"));
+  EXPECT_THAT(out, HasSubstr("vx       02:00:00:00:01:01  10.99.0.2  10.0.0.5  false\n"));
+  EXPECT_THAT(out, HasSubstr("vx       02:00:00:00:01:02  10.99.0.2  -         true\n"));
   EXPECT_EQ(render_tunnel(json::parse(R"({"vtep": null, "remote_vteps": [], "networks": []})")),
             "no VTEP configured ([vtep] in straitd's config)\n");
 }

@@ -96,7 +96,8 @@ TEST_F(TunnelTest, NetworkFdbFloodAndShow) {
   EXPECT_EQ(n["vni"], 5001);
   EXPECT_EQ(n["local_vlan"], 1);
   EXPECT_EQ(n["fdb"], json::parse(R"([{"mac": "02:00:00:00:01:01", "vtep": "10.99.0.2",
-                                       "learned": false}])"));
+                                       "ip": null, "learned": false}])"));
+  EXPECT_EQ(n["arp_responder"], true);
   EXPECT_EQ(n["flood"], json::parse(R"(["10.99.0.2", "10.99.0.3"])"));
   json show = h_->ok("show");
   ASSERT_EQ(show["networks"].size(), 1u);
@@ -168,7 +169,7 @@ TEST(TunnelLearning, DecapsulatedSourcesAreLearnedBehindTheirVtep) {
     fdb = h.ok("tunnel.show", {{"network", "vx"}})["networks"][0]["fdb"];
   }
   EXPECT_EQ(fdb, json::parse(R"([{"mac": "02:00:00:00:01:07", "vtep": "10.99.0.2",
-                                  "learned": true}])"));
+                                  "ip": null, "learned": true}])"));
   // Back to the learned MAC: one VXLAN frame to the peer, not a flood.
   vm.send(scapy(std::string("[Ether(src='") + kVmA + "', dst='02:00:00:00:01:07')/IP()/UDP()]"));
   auto got = underlay.wait_for(1);
@@ -202,7 +203,11 @@ TEST(TunnelRestart, TunnelStateIsRestored) {
     Harness h(cfg, /*keep_state=*/true);
     h.ok("network.create", {{"id", "vx"}, {"type", "vxlan"}, {"segmentation_id", 5001}});
     h.ok("network.create", {{"id", "gone"}, {"type", "vxlan"}, {"segmentation_id", 5002}});
-    h.ok("tunnel.fdb.add", {{"network", "vx"}, {"entries", {{{"mac", kRemote}, {"vtep", kPeerIp}}}}});
+    h.ok("network.create",
+         {{"id", "quiet"}, {"type", "vxlan"}, {"segmentation_id", 5003}, {"arp_responder", false}});
+    h.ok("tunnel.fdb.add", {{"network", "vx"},
+                            {"entries", {{{"mac", kRemote}, {"vtep", kPeerIp}, {"ip", "10.0.0.2"}},
+                                         {{"mac", "02:00:00:00:01:02"}, {"vtep", kPeerIp}}}}});
     h.ok("tunnel.flood.set", {{"network", "vx"}, {"vteps", {kPeerIp}}});
     h.ok("tunnel.flood.set", {{"network", "gone"}, {"vteps", {"10.99.0.5"}}});
     h.ok("network.delete", {{"id", "gone"}});  // its tunnel state goes with it
@@ -212,8 +217,13 @@ TEST(TunnelRestart, TunnelStateIsRestored) {
   json after = h.ok("tunnel.show");
   EXPECT_EQ(after["networks"], before["networks"]);
   EXPECT_EQ(after["remote_vteps"], before["remote_vteps"]);
-  ASSERT_EQ(after["networks"].size(), 1u);
-  EXPECT_EQ(after["networks"][0]["fdb"].size(), 1u);
+  ASSERT_EQ(after["networks"].size(), 2u);
+  EXPECT_EQ(after["networks"][0]["id"], "quiet");
+  EXPECT_EQ(after["networks"][0]["arp_responder"], false);
+  const json& fdb = after["networks"][1]["fdb"];
+  ASSERT_EQ(fdb.size(), 2u);
+  EXPECT_EQ(fdb[0]["ip"], "10.0.0.2");  // the ARP responder's address survives the restart
+  EXPECT_TRUE(fdb[1]["ip"].is_null());
 }
 
 // The peer answers the worker's ARP request (or announces itself): the
@@ -313,6 +323,188 @@ TEST_F(TunnelTest, VxlanFromPeerReachesTheVmDecapsulated) {
   EXPECT_EQ(h_->drops("unknown_vni"), 1u);
   EXPECT_EQ(h_->drops("vxlan_not_ours"), 1u);
   EXPECT_TRUE(b.take().empty());
+}
+
+// ---- the ARP responder (neutron's arp_responder with l2population) ----------
+
+constexpr char kVmAIp[] = "10.0.0.1";
+constexpr char kRemoteIp[] = "10.0.0.2";  // kRemote's address on the other host
+
+uint64_t arp_replies(Harness& h) {
+  uint64_t n = 0;
+  const json stats = h.sw().stats();  // lives through the loop
+  for (const json& w : stats["workers"]) n += w["arp_responder_replies"].get<uint64_t>();
+  return n;
+}
+
+std::string mac_at(const Frame& f, size_t at) {
+  char buf[18];
+  snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", f[at], f[at + 1], f[at + 2],
+           f[at + 3], f[at + 4], f[at + 5]);
+  return buf;
+}
+
+std::string ip_at(const Frame& f, size_t at) {
+  return std::to_string(f[at]) + "." + std::to_string(f[at + 1]) + "." +
+         std::to_string(f[at + 2]) + "." + std::to_string(f[at + 3]);
+}
+
+std::string hex(const Frame& f) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : f) s += {kDigits[b >> 4], kDigits[b & 15]};
+  return s;
+}
+
+// VM A's broadcast "who has ip?".
+std::vector<Frame> arp_request(const std::string& ip) {
+  return scapy(std::string("[Ether(src='") + kVmA + "', dst='ff:ff:ff:ff:ff:ff')/ARP(op=1, hwsrc='" +
+               kVmA + "', psrc='" + kVmAIp + "', pdst='" + ip + "')]");
+}
+
+class ArpResponderTest : public TunnelTest {
+ protected:
+  // populate(), VM B bound too, and kRemote's address registered with it.
+  void SetUp() override {
+    start(kNextHop);
+    a_ = &populate();
+    b_ = &bind(2, "vx", kVmB);
+    h_->ok("tunnel.fdb.add",
+           {{"network", "vx"},
+            {"entries", {{{"mac", kRemote}, {"vtep", kPeerIp}, {"ip", kRemoteIp}}}}});
+  }
+  // Nothing more arrives anywhere.
+  void expect_quiet() {
+    h_->pump(std::chrono::milliseconds(50));
+    EXPECT_TRUE(a_->take().empty());
+    EXPECT_TRUE(b_->take().empty());
+    EXPECT_TRUE(underlay_->take().empty());
+  }
+  RingPort* a_ = nullptr;
+  RingPort* b_ = nullptr;
+};
+
+// The answer comes from the switch as the remote port would give it, to the
+// asking VM alone: nothing to B, nothing into the tunnel.
+TEST_F(ArpResponderTest, RemotePortsAddressIsAnsweredLocally) {
+  const json shown = h_->ok("tunnel.show", {{"network", "vx"}})["networks"][0];
+  EXPECT_EQ(shown["arp_responder"], true);
+  EXPECT_EQ(shown["fdb"][0]["ip"], kRemoteIp);
+  const uint64_t before = arp_replies(*h_);
+  for (int round = 0; round < 2; round++) {  // a pipeline decision, then a cached one
+    SCOPED_TRACE(round);
+    a_->send(arp_request(kRemoteIp));
+    auto got = a_->wait_for(1);
+    ASSERT_EQ(got.size(), 1u);
+    const Frame& r = got[0];
+    ASSERT_EQ(r.size(), 60u);
+    EXPECT_EQ(mac_at(r, 0), kVmA);     // Ethernet: to the asker
+    EXPECT_EQ(mac_at(r, 6), kRemote);  // from the remote port
+    EXPECT_EQ(be16(r, 12), 0x0806);
+    EXPECT_EQ(be16(r, 14), 1);         // hardware: Ethernet
+    EXPECT_EQ(be16(r, 16), 0x0800);    // protocol: IPv4
+    EXPECT_EQ(r[18], 6);
+    EXPECT_EQ(r[19], 4);
+    EXPECT_EQ(be16(r, 20), 2);         // opcode: reply
+    EXPECT_EQ(mac_at(r, 22), kRemote); // sender: the remote port
+    EXPECT_EQ(ip_at(r, 28), kRemoteIp);
+    EXPECT_EQ(mac_at(r, 32), kVmA);    // target: the asker
+    EXPECT_EQ(ip_at(r, 38), kVmAIp);
+    const auto want = scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kVmA +
+                            "')/ARP(op=2, hwsrc='" + kRemote + "', psrc='" + kRemoteIp +
+                            "', hwdst='" + kVmA + "', pdst='" + kVmAIp +
+                            "')/Padding(load=b'\\x00'*18)]");
+    EXPECT_EQ(r, want[0]);
+    expect_quiet();
+  }
+  EXPECT_EQ(arp_replies(*h_) - before, 2u);
+  EXPECT_EQ(h_->drops("flood_no_target"), 0u);
+}
+
+// Same Ethernet header as the answered request: only the ARP target differs,
+// so a decision cached by the Ethernet part alone would answer it too.
+TEST_F(ArpResponderTest, UnknownAddressIsFloodedAsBefore) {
+  a_->send(arp_request(kRemoteIp));
+  ASSERT_EQ(a_->wait_for(1).size(), 1u);
+  const uint64_t before = arp_replies(*h_);
+  a_->send(arp_request("10.0.0.77"));
+  EXPECT_EQ(b_->wait_for(1).size(), 1u);
+  auto tunnelled = underlay_->wait_for(2);  // one copy per flood VTEP
+  EXPECT_EQ(tunnelled.size(), 2u);
+  expect_quiet();
+  EXPECT_EQ(arp_replies(*h_), before);
+  // Gratuitous ARP for the remote's address: an announcement, flooded.
+  a_->send(scapy(std::string("[Ether(src='") + kVmA + "', dst='ff:ff:ff:ff:ff:ff')/ARP(op=1, hwsrc='" +
+                 kVmA + "', psrc='" + kRemoteIp + "', pdst='" + kRemoteIp + "')]"));
+  EXPECT_EQ(b_->wait_for(1).size(), 1u);
+  EXPECT_EQ(arp_replies(*h_), before);
+  // Deleting the entry takes the address with it: flooded again.
+  h_->ok("tunnel.fdb.delete", {{"network", "vx"}, {"entries", {{{"mac", kRemote}}}}});
+  a_->send(arp_request(kRemoteIp));
+  EXPECT_EQ(b_->wait_for(1).size(), 1u);
+  EXPECT_EQ(arp_replies(*h_), before);
+}
+
+TEST_F(ArpResponderTest, TraceSaysWhatHappens) {
+  json t = h_->ok("trace", {{"port", uuid(1)}, {"frame", hex(arp_request(kRemoteIp)[0])}});
+  EXPECT_EQ(t["verdict"], "arp_reply") << t.dump(1);
+  EXPECT_EQ(t["consistent"], true);
+  ASSERT_EQ(t["actions"].size(), 1u) << t.dump(1);
+  EXPECT_EQ(t["actions"][0]["name"], uuid(1));  // back to the asker only
+  std::string detail;
+  for (const json& s : t["steps"])
+    if (s["step"] == "arp_responder") detail = s["detail"];
+  EXPECT_NE(detail.find("answered by the ARP responder with 02:00:00:00:01:01"), std::string::npos)
+      << t.dump(1);
+  EXPECT_NE(detail.find("not flooded"), std::string::npos) << detail;
+  t = h_->ok("trace", {{"port", uuid(1)}, {"frame", hex(arp_request("10.0.0.77")[0])}});
+  EXPECT_EQ(t["verdict"], "flood");
+  detail.clear();
+  for (const json& s : t["steps"])
+    if (s["step"] == "arp_responder") detail = s["detail"];
+  EXPECT_NE(detail.find("no remote port has this address"), std::string::npos) << t.dump(1);
+}
+
+TEST_F(ArpResponderTest, OffPerNetworkAndBadAddressesRefused) {
+  // A network with the responder off floods every request.
+  h_->ok("network.create",
+         {{"id", "vq"}, {"type", "vxlan"}, {"segmentation_id", 5002}, {"arp_responder", false}});
+  RingPort& c = bind(3, "vq", kVmA);
+  h_->ok("tunnel.fdb.add", {{"network", "vq"},
+                            {"entries", {{{"mac", kRemote}, {"vtep", kPeerIp}, {"ip", kRemoteIp}}}}});
+  h_->ok("tunnel.flood.set", {{"network", "vq"}, {"vteps", {kPeerIp}}});
+  EXPECT_EQ(h_->ok("tunnel.show", {{"network", "vq"}})["networks"][0]["arp_responder"], false);
+  c.send(arp_request(kRemoteIp));
+  EXPECT_EQ(underlay_->wait_for(1).size(), 1u);
+  h_->pump(std::chrono::milliseconds(50));
+  EXPECT_TRUE(c.take().empty());
+  EXPECT_EQ(arp_replies(*h_), 0u);
+
+  const json before = h_->ok("tunnel.show");
+  auto refused = [&](const json& entry) {
+    json r = h_->call("tunnel.fdb.add", {{"network", "vx"}, {"entries", {entry}}});
+    EXPECT_FALSE(r["ok"].get<bool>()) << entry.dump();
+    return r["error"]["code"].get<std::string>() + ": " + r["error"]["message"].get<std::string>();
+  };
+  const json base = {{"mac", "02:00:00:00:01:05"}, {"vtep", kPeerIp}};
+  for (const char* bad : {"10.0.0", "fe80::1", "224.0.0.5", "0.0.0.0", "127.0.0.1"}) {
+    json e = base;
+    e["ip"] = bad;
+    EXPECT_EQ(refused(e).rfind("invalid_argument: entries[0].ip: \"" + std::string(bad), 0), 0u)
+        << refused(e);
+  }
+  json e = base;
+  e["ip"] = 5;
+  EXPECT_EQ(refused(e).rfind("invalid_argument: entries[0].ip", 0), 0u);
+  e["ip"] = kRemoteIp;  // kRemote's already
+  EXPECT_EQ(refused(e).rfind("conflict: entries[0].ip: 10.0.0.2 is the ip of remote MAC " +
+                             std::string(kRemote), 0),
+            0u)
+      << refused(e);
+  EXPECT_EQ(h_->call("network.create", {{"id", "lv"}, {"type", "local"}, {"arp_responder", true}})
+                ["error"]["code"],
+            "invalid_argument");
+  EXPECT_EQ(h_->ok("tunnel.show"), before);
 }
 
 }  // namespace

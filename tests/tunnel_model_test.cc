@@ -100,6 +100,46 @@ TEST(ParseTunnel, FdbErrorsNameTheField) {
                  "invalid_argument", "entries[0].vtep");
 }
 
+// The remote port's address (l2population's ip_address, for the ARP responder).
+TEST(ParseTunnel, FdbEntryIp) {
+  auto add = [](json entry) {
+    return parse_tunnel_fdb({{"network", "vx"}, {"entries", {entry}}}, true);
+  };
+  const json e = {{"mac", "02:00:00:00:00:01"}, {"vtep", "10.99.0.2"}};
+  auto r = add(e);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->entries[0].ip);
+  json with = e;
+  with["ip"] = "10.0.0.5";
+  r = add(with);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->entries[0].ip, ip("10.0.0.5"));
+  with["ip"] = nullptr;  // null: none
+  ASSERT_TRUE(add(with).ok());
+  for (const auto& [bad, why] : std::vector<std::pair<json, std::string>>{
+           {"10.0.0", "entries[0].ip: \"10.0.0\" is not an IPv4 address"},
+           {"fe80::1", "entries[0].ip: \"fe80::1\" is not an IPv4 address"},
+           {"224.0.0.5", "entries[0].ip: \"224.0.0.5\" is not a unicast IPv4 address"},
+           {"0.0.0.0", "entries[0].ip: \"0.0.0.0\" is not a unicast"},
+           {"255.255.255.255", "not a unicast"},
+           {5, "entries[0].ip: expected a string"}}) {
+    with["ip"] = bad;
+    EXPECT_REFUSED(add(with), "invalid_argument", why);
+  }
+  EXPECT_REFUSED(parse_tunnel_fdb({{"network", "vx"},
+                                   {"entries", {{{"mac", "02:00:00:00:00:01"}, {"vtep", "10.0.0.2"},
+                                                 {"ip", "10.0.0.5"}},
+                                                {{"mac", "02:00:00:00:00:02"}, {"vtep", "10.0.0.2"},
+                                                 {"ip", "10.0.0.5"}}}}},
+                                  true),
+                 "invalid_argument", "entries[1].ip: 10.0.0.5 is also the ip of entries[0]");
+  // Delete names MACs only.
+  EXPECT_REFUSED(parse_tunnel_fdb({{"network", "vx"},
+                                   {"entries", {{{"mac", "02:00:00:00:00:01"}, {"ip", "10.0.0.5"}}}}},
+                                  false),
+                 "invalid_argument", "entries[0].ip");
+}
+
 TEST(ParseTunnel, Flood) {
   auto r = parse_tunnel_flood({{"network", "vx"}, {"vteps", {"10.0.0.2", "10.0.0.3"}}});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -116,7 +156,10 @@ TEST(ParseTunnel, StoredFormRoundTrips) {
   TunnelSpec t;
   t.fdb[mac("02:00:00:00:00:01")] = ip("10.0.0.2");
   t.fdb[mac("02:00:00:00:00:02")] = ip("10.0.0.3");
+  t.ips[mac("02:00:00:00:00:02")] = ip("10.0.0.22");
   t.flood = {ip("10.0.0.2"), ip("10.0.0.4")};
+  EXPECT_EQ(to_json(t)["fdb"][1]["ip"], "10.0.0.22");
+  EXPECT_FALSE(to_json(t)["fdb"][0].contains("ip"));
   auto back = parse_tunnel(to_json(t));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, t);
@@ -181,6 +224,55 @@ TEST_F(TunnelModelTest, FdbAddReplacesAndDeleteRemoves) {
   EXPECT_EQ(m.remote_vteps(), (std::set<IpAddr>{ip("10.99.0.2")}));
   ASSERT_TRUE(m.remove_tunnel_fdb("vx", {mac("02:00:00:00:00:02")}).ok());
   EXPECT_EQ(m.tunnel("vx"), nullptr);  // nothing left: no state
+}
+
+// An address is one MAC's: re-adding a MAC replaces its address (or drops
+// it), another MAC cannot take it, deleting the MAC frees it.
+TEST_F(TunnelModelTest, FdbIpsFollowTheirMacs) {
+  add(vxlan("vx", 5));
+  const Mac m1 = mac("02:00:00:00:00:01"), m2 = mac("02:00:00:00:00:02");
+  ASSERT_TRUE(m.add_tunnel_fdb("vx", {{m1, ip("10.99.0.2"), ip("10.0.0.1")},
+                                      {m2, ip("10.99.0.2"), ip("10.0.0.2")}})
+                  .ok());
+  EXPECT_EQ(m.tunnel("vx")->ips.at(m1), ip("10.0.0.1"));
+  const json before = state();
+  EXPECT_REFUSED(m.add_tunnel_fdb("vx", {{mac("02:00:00:00:00:03"), ip("10.99.0.2"), ip("10.0.0.1")}}),
+                 "conflict", "entries[0].ip: 10.0.0.1 is the ip of remote MAC 02:00:00:00:00:01 in network vx");
+  EXPECT_EQ(state(), before);
+  ASSERT_TRUE(m.add_tunnel_fdb("vx", {{m1, ip("10.99.0.3"), ip("10.0.0.9")}}).ok());
+  EXPECT_EQ(m.tunnel("vx")->ips.at(m1), ip("10.0.0.9"));
+  ASSERT_TRUE(m.add_tunnel_fdb("vx", {{m1, ip("10.99.0.3"), std::nullopt}}).ok());
+  EXPECT_FALSE(m.tunnel("vx")->ips.count(m1));
+  // A swap in one request is fine: the result has each address once.
+  ASSERT_TRUE(m.add_tunnel_fdb("vx", {{m1, ip("10.99.0.2"), ip("10.0.0.2")},
+                                      {m2, ip("10.99.0.2"), ip("10.0.0.1")}})
+                  .ok());
+  ASSERT_TRUE(m.remove_tunnel_fdb("vx", {m2}).ok());
+  EXPECT_EQ(m.tunnel("vx")->ips.size(), 1u);
+  ASSERT_TRUE(m.add_tunnel_fdb("vx", {{m2, ip("10.99.0.2"), ip("10.0.0.1")}}).ok());
+  // Restored state is checked the same way.
+  TunnelSpec t = *m.tunnel("vx");
+  Model fresh(kPhysnets);
+  fresh.set_vxlan({true, ip("10.99.0.1"), 1500});
+  ASSERT_TRUE(fresh.add_network(spec(vxlan("vx", 5))).ok());
+  ASSERT_TRUE(fresh.restore_tunnel("vx", t).ok());
+  EXPECT_EQ(*fresh.tunnel("vx"), t);
+}
+
+TEST(ParseVxlanNetwork, ArpResponderFlag) {
+  EXPECT_TRUE(spec(vxlan("vx", 5)).arp_responder);  // default on
+  json off = vxlan("vx", 5);
+  off["arp_responder"] = false;
+  EXPECT_FALSE(spec(off).arp_responder);
+  EXPECT_EQ(to_json(spec(off))["arp_responder"], false);
+  NetworkSpec stored = spec(off);
+  stored.mtu = 1450;  // as the model stores it
+  EXPECT_EQ(to_json(spec(to_json(stored))), to_json(stored));
+  off["arp_responder"] = "no";
+  EXPECT_REFUSED(parse_network(off), "invalid_argument", "arp_responder");
+  EXPECT_REFUSED(parse_network({{"id", "l"}, {"type", "local"}, {"arp_responder", true}}),
+                 "invalid_argument", "arp_responder: not allowed for a local network (vxlan only)");
+  EXPECT_FALSE(to_json(spec({{"id", "l"}, {"type", "local"}})).contains("arp_responder"));
 }
 
 TEST_F(TunnelModelTest, RefusalsChangeNothing) {

@@ -42,9 +42,11 @@ struct Args {
   std::optional<std::string> name, rule_id, direction, sg_ethertype, protocol, remote_prefix,
       remote_group;
   std::optional<int64_t> port_min, port_max;
-  // tunnel: a remote VTEP, or the flood list.
+  // tunnel: a remote VTEP, or the flood list; the remote port's IP (ARP responder).
   std::string vtep;
   std::vector<std::string> vteps;
+  std::optional<std::string> port_ip;
+  bool no_arp_responder = false;  // net create (vxlan)
   bool dry_run = false;  // workers rebalance
   std::optional<std::string> log_level;
 };
@@ -112,6 +114,8 @@ void add_network_commands(CLI::App& app, Args& a, Commands& c) {
   c.net_create->add_option("--physnet", a.physnet, "Physical network (vlan, flat)");
   c.net_create->add_option("--segmentation-id", a.seg_id, "VLAN id on the physnet (vlan) or VNI (vxlan)");
   c.net_create->add_option("--mtu", a.mtu, "MTU (default 1500; vxlan: underlay MTU - 50)");
+  c.net_create->add_flag("--no-arp-responder", a.no_arp_responder,
+                         "vxlan: flood ARP requests for remote ports instead of answering them");
   c.net_delete = net->add_subcommand("delete", "Delete a network without ports");
   c.net_delete->add_option("ID", a.id, "Network id")->required();
   c.net_list = net->add_subcommand("list", "List networks");
@@ -206,6 +210,8 @@ void add_tunnel_commands(CLI::App& app, Args& a, Commands& c) {
   c.fdb_add->add_option("NETWORK", a.network, "vxlan network id")->required();
   c.fdb_add->add_option("MAC", a.mac, "Remote MAC address")->required();
   c.fdb_add->add_option("VTEP_IP", a.vtep, "The remote VTEP's IPv4 address")->required();
+  c.fdb_add->add_option("--ip", a.port_ip,
+                        "The remote port's IPv4 address: the ARP responder answers for it");
   c.fdb_delete = fdb->add_subcommand("delete", "Remove a remote MAC");
   c.fdb_delete->add_option("NETWORK", a.network, "vxlan network id")->required();
   c.fdb_delete->add_option("MAC", a.mac, "Remote MAC address")->required();
@@ -223,7 +229,9 @@ bool build_tunnel_request(const Args& a, const Commands& c, Invocation& inv) {
   json& p = inv.params;
   if (c.fdb_add->parsed()) {
     inv.method = "tunnel.fdb.add";
-    p = {{"network", a.network}, {"entries", {{{"mac", a.mac}, {"vtep", a.vtep}}}}};
+    json e = {{"mac", a.mac}, {"vtep", a.vtep}};
+    if (a.port_ip) e["ip"] = *a.port_ip;
+    p = {{"network", a.network}, {"entries", json::array({e})}};
   } else if (c.fdb_delete->parsed()) {
     inv.method = "tunnel.fdb.delete";
     p = {{"network", a.network}, {"entries", {{{"mac", a.mac}}}}};
@@ -385,6 +393,7 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     if (a.physnet) p["physnet"] = *a.physnet;
     if (a.seg_id) p["segmentation_id"] = *a.seg_id;
     if (a.mtu) p["mtu"] = *a.mtu;
+    if (a.no_arp_responder) p["arp_responder"] = false;
   } else if (c.net_delete->parsed()) {
     inv.method = "network.delete";
     p = {{"id", a.id}};

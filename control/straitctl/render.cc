@@ -266,12 +266,13 @@ std::string render_tunnel(const json& tunnel) {
   for (const json& r : list_field(tunnel, "remote_vteps"))
     remotes.add({cell(r, "ip"), cell(r, "next_hop"), cell(r, "resolved"), cell(r, "mac")});
   out += section("Remote VTEPs", remotes.str());
-  Table nets({"NETWORK", "VNI", "LVLAN", "FLOOD"});
-  Table fdb({"NETWORK", "MAC", "VTEP", "LEARNED"});
+  Table nets({"NETWORK", "VNI", "LVLAN", "ARP_RESPONDER", "FLOOD"});
+  Table fdb({"NETWORK", "MAC", "VTEP", "IP", "LEARNED"});
   for (const json& n : list_field(tunnel, "networks")) {
-    nets.add({cell(n, "id"), cell(n, "vni"), cell(n, "local_vlan"), cell(n, "flood")});
+    nets.add({cell(n, "id"), cell(n, "vni"), cell(n, "local_vlan"), cell(n, "arp_responder"),
+              cell(n, "flood")});
     for (const json& e : list_field(n, "fdb"))
-      fdb.add({cell(n, "id"), cell(e, "mac"), cell(e, "vtep"), cell(e, "learned")});
+      fdb.add({cell(n, "id"), cell(e, "mac"), cell(e, "vtep"), cell(e, "ip"), cell(e, "learned")});
   }
   out += section("Networks", nets.str());
   out += section("Remote MACs", fdb.str());

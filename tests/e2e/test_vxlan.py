@@ -330,6 +330,49 @@ def test_arp_broadcast_reaches_the_other_host_once_and_the_reply_comes_back(lab)
     assert vm2.recv(quiet=0.1) == []
 
 
+def test_arp_responder_answers_for_the_remote_vm_on_this_host(lab):
+    """l2population with the remote port's address (neutron's arp_responder,
+    on by default): host1 answers vm1's ARP request for vm2's address itself,
+    as vm2 would; nothing crosses the underlay and vm2 sees no request. An
+    address no entry carries still goes to the other host."""
+    vm1, vm2, h1 = lab.vm1, lab.vm2, lab.host1
+    h1.sw.ctl("tunnel", "fdb", "add", NET, vm2.mac, VTEP2, "--ip", vm2.ip)
+    try:
+        [net] = h1.show(NET)["networks"]
+        assert net["arp_responder"] is True
+        assert [(e["mac"].lower(), e["ip"]) for e in net["fdb"]] == [(vm2.mac, vm2.ip)]
+        assert vm2.ip in h1.sw.ctl("tunnel", "show", NET).stdout
+
+        def replies():
+            return sum(w["arp_responder_replies"] for w in h1.sw.stats()["workers"])
+
+        before, tx_before = replies(), h1.sw.port_stats(UNDERLAY)["tx_packets"]
+        req = pad60(Ether(src=vm1.mac, dst=BCAST) /
+                    ARP(op=1, hwsrc=vm1.mac, psrc=vm1.ip, pdst=vm2.ip))
+        vm1.send(req)
+        got = vm1.recv()
+        assert len(got) == 1, summary(got)
+        r = Ether(got[0])
+        assert (r.src.lower(), r.dst.lower()) == (vm2.mac, vm1.mac), r.summary()
+        assert r[ARP].op == 2, r.summary()
+        assert (r[ARP].hwsrc.lower(), r[ARP].psrc) == (vm2.mac, vm2.ip), r.summary()
+        assert (r[ARP].hwdst.lower(), r[ARP].pdst) == (vm1.mac, vm1.ip), r.summary()
+        assert got[0] == pad60(Ether(src=vm2.mac, dst=vm1.mac) /
+                               ARP(op=2, hwsrc=vm2.mac, psrc=vm2.ip, hwdst=vm1.mac, pdst=vm1.ip))
+        assert vm2.recv(quiet=0.3) == []
+        assert h1.sw.port_stats(UNDERLAY)["tx_packets"] == tx_before
+        assert replies() == before + 1
+
+        unknown = pad60(Ether(src=vm1.mac, dst=BCAST) /
+                        ARP(op=1, hwsrc=vm1.mac, psrc=vm1.ip, pdst="192.168.77.99"))
+        vm1.send(unknown)
+        assert vm2.recv(quiet=0.3) == [unknown]
+        assert vm1.recv(quiet=0.05) == []
+        assert replies() == before + 1
+    finally:
+        h1.call("tunnel.fdb.add", {"network": NET, "entries": [{"mac": vm2.mac, "vtep": VTEP2}]})
+
+
 def test_underlay_frames_decode_as_vxlan_in_tshark(lab, tmp_path):
     """tshark on the underlay while the VMs talk both ways. Each end of the
     underlay veth is captured for what arrives on it: net_af_packet sends
