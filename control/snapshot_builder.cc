@@ -12,6 +12,7 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
   e.kind = p.kind;
   e.ethdev = p.ethdev;
   e.vid = p.vid;
+  e.capture = p.capture;
   for (uint16_t w = 0; w < n_workers; w++) e.txq[w] = tx_queue_for(w, n_workers, p.n_txq);
   // A port that is down is not polled: its device may be on its way out
   // (a guest stopped, an interface detached) once this snapshot is live.

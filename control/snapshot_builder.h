@@ -24,6 +24,7 @@ struct DpPort {
   dp::PortKind kind = dp::PortKind::kEthdev;
   int vid = -1;                       // kVhost: the rte_vhost device while it exists
   uint32_t rxq_paused = 0;            // bit q: queue q is polled by nobody (being moved)
+  uint16_t capture = dp::kNoCapture;  // kVhost: its capture stand-in's ethdev id
 };
 
 struct LearnedMac {

@@ -158,6 +158,7 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
 // Only once no worker can reach the device (after a grace period, or with
 // the workers stopped).
 void Switch::detach(const PortRuntime& rt) {
+  if (rt.capture) close_capture_dev(*rt.capture);
   if (!rt.has_device) return;
   if (rt.dp.kind == dp::PortKind::kVhost) {
     vhost::Backend::instance().remove_socket(rt.vhost_path);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <rte_mempool.h>
 
+#include "control/capture_dev.h"
 #include "control/config.h"
 #include "control/ethdev.h"
 #include "control/flow_offload.h"
@@ -81,6 +82,7 @@ class Switch {
     Ethdev dev;                  // kEthdev attachments
     std::vector<uint64_t> base;  // counters at bind (datapath indexes are reused)
     std::string vhost_path;      // kVhost attachments
+    std::optional<CaptureDev> capture;  // kVhost: its stand-in for dpdk-dumpcap (dp.capture)
     bool has_device = false;     // an ethdev was opened / a socket registered
     bool announced = false;      // port-up went out: live in every worker
     // The instance this port is an interface of, as libvirt last told.
@@ -119,6 +121,9 @@ class Switch {
   void physnet_restart(const nlohmann::json& params, Done done);
   nlohmann::json mempool_json() const;
   void port_unbind(const nlohmann::json& params, Done done);
+  // port.capture (switch_capture.cc): a vhost port's capture stand-in on or off.
+  void port_capture(const nlohmann::json& params, Done done);
+  nlohmann::json capture_json(const PortRuntime& p) const;
   // Security groups and port updates (switch_secgroup.cc).
   void security_group_create(const nlohmann::json& params, Done done);
   void security_group_delete(const nlohmann::json& params, Done done);

@@ -49,6 +49,7 @@ void Switch::call(const std::string& method, const json& params, Done done) {
   if (method == "port.bind") return port_bind(params, std::move(done));
   if (method == "port.unbind") return port_unbind(params, std::move(done));
   if (method == "port.update") return port_update(params, std::move(done));
+  if (method == "port.capture") return port_capture(params, std::move(done));
   if (method == "security_group.create") return security_group_create(params, std::move(done));
   if (method == "security_group.delete") return security_group_delete(params, std::move(done));
   if (method == "security_group_rule.create") return sg_rule_create(params, std::move(done));
@@ -297,6 +298,7 @@ json Switch::port_json(const PortSpec& p) const {
   if (it != ports_.end() && it->second.dp.kind == dp::PortKind::kVhost) {
     j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()},
                   {"attached", it->second.has_device}};
+    j["capture"] = capture_json(it->second);
   }
   j["domain"] = nullptr;
   if (it != ports_.end() && it->second.domain_state) {

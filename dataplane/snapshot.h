@@ -32,6 +32,7 @@ enum class PortKind : uint8_t {
 
 inline constexpr uint16_t kMaxVhostQueues = 16;  // queue pairs used per vhost port
 inline constexpr uint16_t kMaxRxQueues = kMaxVhostQueues;  // rx queues polled per port
+inline constexpr uint16_t kNoCapture = 0xffff;  // PortEntry::capture: none
 
 enum class NetType : uint8_t { kLocal, kFlat, kVlan, kVxlan };
 
@@ -100,6 +101,7 @@ struct PortEntry {
   PortKind kind = PortKind::kEthdev;
   uint16_t ethdev = 0;       // DPDK port id (kEthdev)
   int vid = -1;              // rte_vhost device id (kVhost); rx queue q = vring 2q+1, tx = 2q
+  uint16_t capture = kNoCapture;  // kVhost being captured: its stand-in ethdev (capture.h)
   uint16_t lvlan = 0;        // kAccess: the network's local VLAN
   uint16_t uplink_map = 0;   // kUplink: index into Snapshot::uplinks
   uint32_t key_bytes = kL2KeyBytes;  // flow-cache key scope of frames from this port

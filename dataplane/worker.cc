@@ -9,6 +9,7 @@
 #include <rte_prefetch.h>
 #include <rte_vhost.h>
 
+#include "dataplane/capture.h"
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/sg_stage.h"
@@ -96,6 +97,9 @@ uint16_t Worker::poll(const Snapshot& s, const RxQueue& q, uint64_t* tsc) noexce
   uint16_t n = p->kind == PortKind::kVhost
                    ? rte_vhost_dequeue_burst(p->vid, 2 * q.queue + 1, shared_->pool, pkts, kBurst)
                    : rte_eth_rx_burst(p->ethdev, q.queue, pkts, kBurst);
+  // A vhost port being captured: dpdk-dumpcap's callbacks on its stand-in.
+  if (p->capture != kNoCapture) [[unlikely]]
+    n = capture_rx(p->capture, q.queue, pkts, n, kBurst);
   const uint64_t t_rx = rte_rdtsc();
   if (n == 0) {
     *tsc = t_rx;  // an empty poll is idle time, nobody's load
@@ -348,7 +352,9 @@ void Worker::flush(const Snapshot& s, uint16_t port) noexcept {
     if (lock) rte_spinlock_lock(lock);
     if (p->kind == PortKind::kVhost) {
       // The guest's rx ring gets copies: every mbuf is ours to free.
-      sent = rte_vhost_enqueue_burst(p->vid, 2 * q.queue, b.pkts, b.n);
+      const uint16_t n =
+          p->capture == kNoCapture ? b.n : capture_tx(p->capture, q.queue, b.pkts, b.n);
+      sent = rte_vhost_enqueue_burst(p->vid, 2 * q.queue, b.pkts, n);
     } else {
       sent = rte_eth_tx_burst(p->ethdev, q.queue, b.pkts, b.n);
     }

@@ -41,64 +41,7 @@ std::string uuid(int n) {
   return buf;
 }
 
-// A guest NIC: a virtio-user ethdev connected to a vhost-user socket that
-// straitd serves.
-class Guest {
- public:
-  Guest(const std::string& name, const std::string& sock, const std::string& mac) : name_(name) {
-    static rte_mempool* pool = rte_pktmbuf_pool_create("guest_pool", 4096, 128, 0,
-                                                        RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
-    pool_ = pool;
-    const std::string args = "path=" + sock + ",queues=1,queue_size=256,mac=" + mac;
-    if (rte_vdev_init(name.c_str(), args.c_str()) != 0)
-      throw std::runtime_error("virtio-user " + name + ": cannot connect to " + sock);
-    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_) != 0)
-      throw std::runtime_error("virtio-user " + name + ": no ethdev");
-    rte_eth_conf conf{};
-    if (rte_eth_dev_configure(port_, 1, 1, &conf) != 0 ||
-        rte_eth_rx_queue_setup(port_, 0, 256, SOCKET_ID_ANY, nullptr, pool_) != 0 ||
-        rte_eth_tx_queue_setup(port_, 0, 256, SOCKET_ID_ANY, nullptr) != 0 ||
-        rte_eth_dev_start(port_) != 0)
-      throw std::runtime_error("virtio-user " + name + ": cannot start");
-  }
-  ~Guest() {
-    rte_eth_dev_stop(port_);
-    rte_eth_dev_close(port_);
-    rte_vdev_uninit(name_.c_str());
-  }
-  // Sends the frames once; returns how many the ring took.
-  unsigned send(const std::vector<Frame>& frames) {
-    unsigned sent = 0;
-    for (const Frame& f : frames) {
-      rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-      memcpy(rte_pktmbuf_append(m, f.size()), f.data(), f.size());
-      if (rte_eth_tx_burst(port_, 0, &m, 1) == 1)
-        sent++;
-      else
-        rte_pktmbuf_free(m);
-    }
-    return sent;
-  }
-  std::vector<Frame> take() {
-    std::vector<Frame> out;
-    rte_mbuf* ms[32];
-    uint16_t n;
-    while ((n = rte_eth_rx_burst(port_, 0, ms, 32)) > 0)
-      for (uint16_t i = 0; i < n; i++) {
-        Frame f(rte_pktmbuf_pkt_len(ms[i]));
-        const auto* src = rte_pktmbuf_read(ms[i], 0, f.size(), f.data());
-        if (src != f.data()) memcpy(f.data(), src, f.size());
-        out.push_back(std::move(f));
-        rte_pktmbuf_free(ms[i]);
-      }
-    return out;
-  }
-
- private:
-  std::string name_;
-  uint16_t port_ = 0;
-  rte_mempool* pool_;
-};
+using Guest = VirtioGuest;
 
 class LifecycleTest : public ::testing::Test {
  protected:

@@ -143,6 +143,19 @@ TEST_F(StraitctlArgs, PortUnbindListShow) {
   EXPECT_EQ(s.inv.view, View::kPortDetail);
 }
 
+TEST_F(StraitctlArgs, PortCaptureOnOrOff) {
+  auto on = parse({"port", "capture", "u1", "--on"});
+  ASSERT_EQ(on.rc, -1) << on.err;
+  EXPECT_EQ(on.inv.method, "port.capture");
+  EXPECT_EQ(on.inv.params, json({{"id", "u1"}, {"enabled", true}}));
+  auto off = parse({"port", "capture", "u1", "--off"});
+  ASSERT_EQ(off.rc, -1) << off.err;
+  EXPECT_EQ(off.inv.params, json({{"id", "u1"}, {"enabled", false}}));
+  EXPECT_EQ(parse({"port", "capture", "u1"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"port", "capture", "u1", "--on", "--off"}).rc, kExitUsage);
+  EXPECT_EQ(parse({"port", "capture", "--on"}).rc, kExitUsage);
+}
+
 TEST_F(StraitctlArgs, ShowAndStats) {
   EXPECT_EQ(parse({"show"}).inv.method, "show");
   auto s = parse({"stats"});
@@ -445,6 +458,18 @@ TEST(StraitctlRender, VhostAttachment) {
   std::string out = render_ports(ports);
   EXPECT_THAT(out, HasSubstr("  vhost:/run/vhu-a.sock\n"));
   EXPECT_THAT(out, HasSubstr("  vhost:/run/vhu-b.sock(server)\n"));
+}
+
+TEST(StraitctlRender, CapturedVhostPortShowsItsStandIn) {
+  json ports = json::parse(R"([
+    {"id": "a", "attach": {"type": "vhost", "path": "/run/vhu-a.sock", "mode": "client"},
+     "capture": {"ethdev": "net_null_a", "ethdev_id": 3}},
+    {"id": "b", "attach": {"type": "vhost", "path": "/run/vhu-b.sock"}, "capture": null}])");
+  std::string out = render_ports(ports);
+  EXPECT_THAT(out, HasSubstr("  vhost:/run/vhu-a.sock capture:net_null_a\n"));
+  EXPECT_THAT(out, HasSubstr("  vhost:/run/vhu-b.sock\n"));
+  EXPECT_THAT(render_port_detail(ports[0]), HasSubstr("capture:          net_null_a\n"));
+  EXPECT_THAT(render_port_detail(ports[1]), HasSubstr("capture:          -\n"));
 }
 
 TEST(StraitctlRender, AddressesAreNotNumbers) {

@@ -35,6 +35,24 @@ class RingPort {
   std::vector<Frame> got_;
 };
 
+// A guest NIC: DPDK's virtio-user frontend (an ethdev in this process)
+// connected to a vhost-user socket the switch serves. Destroying it makes
+// the switch's destroy_device wait for the control thread: pump meanwhile.
+class VirtioGuest {
+ public:
+  VirtioGuest(const std::string& name, const std::string& sock, const std::string& mac);
+  ~VirtioGuest();
+  // Sends the frames once; returns how many the ring took.
+  unsigned send(const std::vector<Frame>& frames);
+  // Frames the switch delivered so far (drains them).
+  std::vector<Frame> take();
+
+ private:
+  std::string name_;
+  uint16_t port_ = 0;
+  rte_mempool* pool_;
+};
+
 class Harness {
  public:
   // Removes cfg.state_dir at the end unless keep_state (restart tests).

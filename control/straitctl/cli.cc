@@ -48,6 +48,7 @@ struct Args {
   std::optional<std::string> port_ip;
   bool no_arp_responder = false;  // net create (vxlan)
   bool dry_run = false;  // workers rebalance
+  bool capture_on = false, capture_off = false;  // port capture
   std::optional<std::string> log_level;
 };
 
@@ -58,6 +59,7 @@ struct Commands {
   CLI::App* log_level = nullptr;
   CLI::App *trace = nullptr, *cache_dump = nullptr, *rebalance = nullptr;
   CLI::App* port_update = nullptr;
+  CLI::App* port_capture = nullptr;
   CLI::App *sg_create = nullptr, *sg_delete = nullptr, *sg_list = nullptr, *sg_show = nullptr;
   CLI::App *rule_create = nullptr, *rule_delete = nullptr;
   CLI::App *fdb_add = nullptr, *fdb_delete = nullptr, *flood_set = nullptr, *tunnel_show = nullptr;
@@ -122,7 +124,7 @@ void add_network_commands(CLI::App& app, Args& a, Commands& c) {
 }
 
 void add_port_commands(CLI::App& app, Args& a, Commands& c) {
-  CLI::App* port = app.add_subcommand("port", "Port bindings: bind, unbind, list, show");
+  CLI::App* port = app.add_subcommand("port", "Port bindings: bind, unbind, list, show, capture");
   port->require_subcommand(1);
   c.port_bind = port->add_subcommand("bind", "Bind a port to a network and a device");
   c.port_bind->add_option("UUID", a.id, "Port id")->required();
@@ -165,6 +167,15 @@ void add_port_commands(CLI::App& app, Args& a, Commands& c) {
   c.port_list = port->add_subcommand("list", "List ports");
   c.port_show = port->add_subcommand("show", "Show one port");
   c.port_show->add_option("UUID", a.id, "Port id")->required();
+  c.port_capture = port->add_subcommand(
+      "capture", "A vhost port's stand-in ethdev for dpdk-dumpcap -i, on or off");
+  c.port_capture->add_option("UUID", a.id, "Port id")->required();
+  CLI::Option* on = c.port_capture->add_flag("--on", a.capture_on, "Make the stand-in");
+  c.port_capture->add_flag("--off", a.capture_off, "Remove it")->excludes(on);
+  c.port_capture->callback([&a] {
+    if (!a.capture_on && !a.capture_off)
+      throw CLI::RequiredError("port capture: --on or --off");
+  });
 }
 
 void add_group_commands(CLI::App& app, Args& a, Commands& c) {
@@ -426,6 +437,10 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
   } else if (c.port_list->parsed()) {
     inv.method = "port.list";
     inv.view = View::kPorts;
+  } else if (c.port_capture->parsed()) {
+    inv.method = "port.capture";
+    inv.view = View::kRaw;
+    p = {{"id", a.id}, {"enabled", a.capture_on}};
   } else if (c.port_show->parsed()) {
     inv.method = "port.show";
     inv.view = View::kPortDetail;

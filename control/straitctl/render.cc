@@ -82,8 +82,11 @@ std::string attach_cell(const json& port) {
     // ethdev: its devargs; vhost: "vhost:PATH", "(server)" when we listen.
     if (field(a, "devargs").is_string()) return a["devargs"].get<std::string>();
     if (field(a, "path").is_string()) {
+      // A vhost port being captured: the name dpdk-dumpcap -i takes.
+      const json& cap = field(port, "capture");
       return cell(a, "type") + ":" + a["path"].get<std::string>() +
-             (field(a, "mode") == "server" ? "(server)" : "");
+             (field(a, "mode") == "server" ? "(server)" : "") +
+             (cap.is_object() ? " capture:" + cell(cap, "ethdev") : "");
     }
     return cell(a, "type");
   }
@@ -193,7 +196,10 @@ std::string render_port_detail(const json& port) {
                  {"state", cell(port, "state")},
                  {"local_vlan", cell(port, "local_vlan")},
                  {"dp_port", cell(port, "dp_port")},
-                 {"ethdev", cell(port, "ethdev")}});
+                 {"ethdev", cell(port, "ethdev")},
+                 {"capture", field(port, "capture").is_object()
+                                 ? cell(port["capture"], "ethdev")
+                                 : std::string("-")}});
 }
 
 // ---- security groups -----------------------------------------------------
