@@ -1,6 +1,7 @@
 """DPDK's own operator tools against a running straitd (docs/api.md, "DPDK
 telemetry and packet capture"): dpdk-telemetry.py reads the /strait/*
-commands, dpdk-dumpcap captures from an ethdev port with a BPF filter.
+commands, dpdk-dumpcap captures from an ethdev port with a BPF filter, and
+from a vhost-user port through the stand-in `port capture` makes for it.
 
 dpdk-dumpcap is a DPDK secondary process: it maps straitd's memory, which
 it cannot do on --no-huge memory, so this module's straitd runs on
@@ -11,16 +12,18 @@ far end and straitd receives on net_af_packet.
 import json
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 import conftest
 from conftest import (Port, Wire, create_network, new_mac, tshark_fields, uuid_for,
                       wait_for)
+from vm import TESTPMD, VM, bind_vhost, port_show, wait_state
 
 TELEMETRY = Path("/usr/bin/dpdk-telemetry.py")
 DUMPCAP = shutil.which("dpdk-dumpcap") or "/usr/bin/dpdk-dumpcap"
@@ -271,6 +274,84 @@ def test_dumpcap_captures_what_straitd_transmits_on_a_port(sw, wire, net, tmp_pa
     ethdev = sw.call("port.show", {"id": port.id})["ethdev"]
     rows = [r[:-1] + (int(r[-1], 0),) for r in rows]
     assert rows == [(port.mac, "5003", f"dpdk:{ethdev}", OUTBOUND)] * 3, rows
+
+
+@pytest.fixture
+def vms(sw, tmp_path):
+    """Two VMs (testpmd's virtio-user, the vhost-user servers) on ports of one
+    local network, up: [(port id, MAC, VM)]."""
+    need(TESTPMD)
+    nid = create_network(sw, "tlmvh", "local")
+    made = []
+    try:
+        for i in range(2):
+            pid, mac = str(uuid.uuid4()), new_mac()
+            vm = VM(tmp_path, tmp_path / f"vm{i}.sock", name=f"tlmvm{i}")
+            bind_vhost(sw, pid, nid, mac, vm.sock)
+            made.append((pid, mac, vm))
+            vm.start()
+        for pid, mac, vm in made:
+            wait_state(sw, pid, "up")
+            vm.wait_forwarding()
+        yield made
+    finally:
+        for pid, mac, vm in made:
+            sw.call("port.unbind", {"id": pid})
+            vm.close()
+        sw.call("network.delete", {"id": nid})
+
+
+def test_dumpcap_captures_a_vhost_port_through_its_stand_in(sw, vms, tmp_path):
+    need(DUMPCAP)
+    need("tshark")
+    (a, amac, vma), (b, bmac, vmb) = vms
+    assert port_show(sw, a)["capture"] is None
+    on = json.loads(sw.ctl("port", "capture", a, "--on").stdout)
+    name, ethdev = on["capture"]["ethdev"], on["capture"]["ethdev_id"]
+    assert name == f"net_null_{a[:11]}" and on["id"] == a
+    assert port_show(sw, a)["capture"] == on["capture"]
+    assert f"capture:{name}" in sw.ctl("show").stdout  # the ports table says what to capture
+
+    def frames(src, dst, dport, n):
+        # UDP the filter keeps, each after a TCP frame it drops.
+        out = []
+        for i in range(n):
+            out.append(Ether(src=src, dst=dst) / IP(src="10.9.1.1", dst="10.9.1.2") /
+                       TCP(sport=2000 + i, dport=dport))
+            out.append(Ether(src=src, dst=dst) / IP(src="10.9.1.1", dst="10.9.1.2") /
+                       UDP(sport=3000 + i, dport=dport) / Raw(b"c" * 30))
+        return out
+
+    cap = Capture(sw, name, "udp", 6, tmp_path / "vhost.pcapng")
+    try:
+        # Received by port a (the VM sent it), then sent by it (to the VM).
+        vma.send(frames(amac, bmac, 6001, 3))
+        vmb.receive_until(lambda got: sum(b"c" * 30 in f for f in got) >= 3)
+        vmb.send(frames(bmac, amac, 6002, 3))
+        cap.wait()
+    finally:
+        cap.stop()
+    rows = tshark_fields(cap.out, ["eth.src", "eth.dst", "tcp.dstport", "udp.dstport",
+                                   "udp.srcport", "frame.interface_name",
+                                   "frame.packet_flags_direction"])
+    rows = [r[:-1] + (int(r[-1], 0),) for r in rows]
+    iface = f"dpdk:{ethdev}"
+    assert rows == [(amac, bmac, "", "6001", str(3000 + i), iface, INBOUND) for i in range(3)] + \
+                  [(bmac, amac, "", "6002", str(3000 + i), iface, OUTBOUND) for i in range(3)], rows
+
+    off = json.loads(sw.ctl("port", "capture", a, "--off").stdout)
+    assert off == {"id": a, "capture": None} and port_show(sw, a)["capture"] is None
+    again = sw.ctl("port", "capture", a, "--off", check=False)
+    assert again.returncode == 1 and "already off" in again.stderr
+    # The stand-in took nothing from the datapath: the VMs got everything.
+    wait_for(lambda: sw.port_stats(a)["tx_packets"] >= 6, 5, what="port a's 6 frames out")
+
+
+def test_port_capture_refuses_a_port_that_is_not_vhost(sw, net):
+    nid, port = net
+    r = sw.ctl("port", "capture", port.id, "--on", check=False)
+    assert r.returncode == 1 and "not a vhost-user port" in r.stderr
+    assert port_show(sw, port.id).get("capture") is None
 
 
 def test_telemetry_and_capture_leave_straitd_healthy(sw):
