@@ -347,6 +347,27 @@ def test_dumpcap_captures_a_vhost_port_through_its_stand_in(sw, vms, tmp_path):
     wait_for(lambda: sw.port_stats(a)["tx_packets"] >= 6, 5, what="port a's 6 frames out")
 
 
+def test_capture_off_while_dumpcap_runs_then_on_again(sw, vms, tmp_path):
+    """The stand-in is hot-unplugged under a running dumpcap: straitd answers,
+    forwards on, and makes a new stand-in on request. (DPDK 22.11's dumpcap
+    itself crashes when it stops without its device: docs/api.md says to
+    stop it first.)"""
+    need(DUMPCAP)
+    (a, amac, vma), (b, bmac, vmb) = vms
+    name = sw.call("port.capture", {"id": a, "enabled": True})["capture"]["ethdev"]
+    cap = Capture(sw, name, "udp", 1000, tmp_path / "off.pcapng")
+    try:
+        assert sw.call("port.capture", {"id": a, "enabled": False}) == {"id": a, "capture": None}
+    finally:
+        cap.stop()
+    assert port_show(sw, a)["capture"] is None
+    again = sw.call("port.capture", {"id": a, "enabled": True})
+    assert again["capture"]["ethdev"] == name
+    f = Ether(src=amac, dst=bmac) / IP(src="10.9.1.1", dst="10.9.1.2") / UDP(dport=7) / Raw(b"d" * 30)
+    vma.send([f])
+    vmb.receive_until(lambda got: bytes(f) in got)
+
+
 def test_port_capture_refuses_a_port_that_is_not_vhost(sw, net):
     nid, port = net
     r = sw.ctl("port", "capture", port.id, "--on", check=False)
