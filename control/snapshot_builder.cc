@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "dataplane/vxlan.h"
+
 namespace strait::ctl {
 namespace {
 
@@ -59,6 +61,8 @@ void add_remote_macs(const BuildInput& in, std::vector<dp::FdbEntry>& fdb) {
 void add_vtep(dp::Snapshot& s, const BuildInput& in) {
   s.vtep = in.vtep->config;
   s.vteps = in.vtep->remotes;
+  for (dp::RemoteVtep& r : s.vteps)
+    if (r.resolved) dp::vxlan_outer_template(s.vtep, &r);
   auto up = in.uplinks.find(in.vtep->physnet);
   if (up == in.uplinks.end()) {  // no underlay NIC: nothing to tunnel through
     s.vtep.enabled = false;

@@ -65,6 +65,13 @@ struct RemoteVtep {
   uint32_t arp_ip = 0;         // who to ARP for its next hop: ip, or the configured gateway
   bool resolved = false;       // next_hop_mac known (static or learned by ARP)
   uint8_t next_hop_mac[6] = {};
+  // Once resolved (the snapshot builder fills them, vxlan_outer_template):
+  // the 50 outer header bytes of frames to this VTEP, lengths, IPv4
+  // checksum, UDP source port and VNI zero (set per frame), and the
+  // ones'-complement sum of that IPv4 header, so a frame's checksum is an
+  // addition, not a pass over the header.
+  uint8_t outer[50] = {};
+  uint32_t outer_ip_sum = 0;
 };
 
 // One source a VM port may send from: a MAC and the addresses it may use

@@ -28,37 +28,42 @@ struct __attribute__((packed, aligned(2))) OuterHeaders {
 };
 static_assert(sizeof(OuterHeaders) == kVxlanOverhead);
 
-void write_outer(uint8_t* at, uint32_t inner_len, const VtepConfig& vtep,
-                 const RemoteVtep& remote, uint32_t vni, uint32_t flow_hash) noexcept {
-  OuterHeaders h;
-  std::memcpy(&h.eth.dst_addr, remote.next_hop_mac, RTE_ETHER_ADDR_LEN);
-  std::memcpy(&h.eth.src_addr, vtep.mac, RTE_ETHER_ADDR_LEN);
-  h.eth.ether_type = rte_cpu_to_be_16(kEthTypeIpv4);
+static_assert(sizeof(RemoteVtep::outer) == sizeof(OuterHeaders));
 
+// The remote's template, then what differs per frame. The IPv4 checksum is
+// the template's sum plus the total length, folded (the other fields it
+// covers are in the template and do not change).
+void write_outer(uint8_t* at, uint32_t inner_len, const RemoteVtep& remote, uint32_t vni,
+                 uint32_t flow_hash) noexcept {
+  std::memcpy(at, remote.outer, kVxlanOverhead);
+  auto* h = reinterpret_cast<OuterHeaders*>(at);
   const uint32_t l3_len = kVxlanOverhead - sizeof(rte_ether_hdr) + inner_len;
-  h.ip.version_ihl = RTE_IPV4_VHL_DEF;
-  h.ip.type_of_service = 0;
-  h.ip.total_length = rte_cpu_to_be_16(uint16_t(l3_len));
-  h.ip.packet_id = 0;
-  h.ip.fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-  h.ip.time_to_live = vtep.ttl;
-  h.ip.next_proto_id = kIpProtoUdp;
-  h.ip.hdr_checksum = 0;
-  h.ip.src_addr = vtep.local_ip;
-  h.ip.dst_addr = remote.ip;
-  h.ip.hdr_checksum = rte_ipv4_cksum(&h.ip);
-
-  h.udp.src_port = rte_cpu_to_be_16(vxlan_src_port(flow_hash));
-  h.udp.dst_port = rte_cpu_to_be_16(vtep.udp_port);
-  h.udp.dgram_len = rte_cpu_to_be_16(uint16_t(l3_len - sizeof(rte_ipv4_hdr)));
-  h.udp.dgram_cksum = 0;
-
-  h.vxlan.vx_flags = rte_cpu_to_be_32(kVxlanFlagI);
-  h.vxlan.vx_vni = rte_cpu_to_be_32(vni << 8);
-  std::memcpy(at, &h, sizeof h);
+  h->ip.total_length = rte_cpu_to_be_16(uint16_t(l3_len));
+  const uint16_t sum = __rte_raw_cksum_reduce(remote.outer_ip_sum + h->ip.total_length);
+  h->ip.hdr_checksum = sum == 0xffff ? sum : uint16_t(~sum);  // as rte_ipv4_cksum
+  h->udp.src_port = rte_cpu_to_be_16(vxlan_src_port(flow_hash));
+  h->udp.dgram_len = rte_cpu_to_be_16(uint16_t(l3_len - sizeof(rte_ipv4_hdr)));
+  h->vxlan.vx_vni = rte_cpu_to_be_32(vni << 8);
 }
 
 }  // namespace
+
+void vxlan_outer_template(const VtepConfig& vtep, RemoteVtep* remote) noexcept {
+  OuterHeaders h{};
+  std::memcpy(&h.eth.dst_addr, remote->next_hop_mac, RTE_ETHER_ADDR_LEN);
+  std::memcpy(&h.eth.src_addr, vtep.mac, RTE_ETHER_ADDR_LEN);
+  h.eth.ether_type = rte_cpu_to_be_16(kEthTypeIpv4);
+  h.ip.version_ihl = RTE_IPV4_VHL_DEF;
+  h.ip.fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+  h.ip.time_to_live = vtep.ttl;
+  h.ip.next_proto_id = kIpProtoUdp;
+  h.ip.src_addr = vtep.local_ip;
+  h.ip.dst_addr = remote->ip;
+  h.udp.dst_port = rte_cpu_to_be_16(vtep.udp_port);  // checksum 0: none (RFC 7348 5)
+  h.vxlan.vx_flags = rte_cpu_to_be_32(kVxlanFlagI);
+  std::memcpy(remote->outer, &h, sizeof h);
+  remote->outer_ip_sum = __rte_raw_cksum(&h.ip, sizeof h.ip, 0);
+}
 
 uint32_t vxlan_flow_hash(const FlowKey& k) noexcept {
   uint32_t h = rte_hash_crc(k.dl_dst, sizeof k.dl_dst + sizeof k.dl_src, 0);
@@ -68,11 +73,11 @@ uint32_t vxlan_flow_hash(const FlowKey& k) noexcept {
   return rte_hash_crc_4byte((uint32_t(k.tp_src) << 16) | k.tp_dst, h);
 }
 
-rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const VtepConfig& vtep,
-                      const RemoteVtep& remote, uint32_t vni, uint32_t flow_hash) noexcept {
+rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const RemoteVtep& remote, uint32_t vni,
+                      uint32_t flow_hash) noexcept {
   const uint32_t inner_len = rte_pktmbuf_pkt_len(m);
   if (char* at = rte_pktmbuf_prepend(m, kVxlanOverhead)) {
-    write_outer(reinterpret_cast<uint8_t*>(at), inner_len, vtep, remote, vni, flow_hash);
+    write_outer(reinterpret_cast<uint8_t*>(at), inner_len, remote, vni, flow_hash);
     return m;
   }
   // No headroom (an mbuf from elsewhere): the headers in a segment of their own.
@@ -83,7 +88,7 @@ rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const VtepConfig& vtep,
     rte_pktmbuf_free(h);
     return nullptr;
   }
-  write_outer(reinterpret_cast<uint8_t*>(at), inner_len, vtep, remote, vni, flow_hash);
+  write_outer(reinterpret_cast<uint8_t*>(at), inner_len, remote, vni, flow_hash);
   return h;
 }
 

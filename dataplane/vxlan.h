@@ -33,12 +33,17 @@ inline uint16_t vxlan_src_port(uint32_t flow_hash) noexcept {
   return uint16_t(kVxlanSrcPortBase + flow_hash % kVxlanSrcPortRange);
 }
 
+// Fills remote->outer and outer_ip_sum from our VTEP and the remote's
+// address and next hop (resolved): done once per snapshot, not per frame.
+void vxlan_outer_template(const VtepConfig& vtep, RemoteVtep* remote) noexcept;
+
 // Puts the 50 outer bytes in front of the frame in m (in its headroom, or
-// in a header mbuf from `pool` chained in front when there is none).
-// Returns the frame to send, or nullptr (no mbuf: m is untouched, still the
-// caller's). `remote` must be resolved.
-rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const VtepConfig& vtep,
-                      const RemoteVtep& remote, uint32_t vni, uint32_t flow_hash) noexcept;
+// in a header mbuf from `pool` chained in front when there is none): the
+// remote's template with this frame's lengths, checksum, source port and
+// VNI. Returns the frame to send, or nullptr (no mbuf: m is untouched,
+// still the caller's). `remote` must be resolved, its template filled.
+rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const RemoteVtep& remote, uint32_t vni,
+                      uint32_t flow_hash) noexcept;
 
 // Rewrites m (whatever it held; single segment afterwards) into a 60-byte
 // Ethernet/ARP frame from sender_mac (our underlay MAC, or the remote port's

@@ -422,7 +422,7 @@ void Worker::encap(const Snapshot& s, rte_mbuf* m, uint16_t vport, const FlowKey
                    const Action& a) noexcept {
   const RemoteVtep* r = resolve(s, vport, key.in_port);
   if (!r) return rte_pktmbuf_free(m);  // counted
-  rte_mbuf* out = vxlan_encap(m, shared_->pool, s.vtep, *r, s.networks[a.lvlan].vni,
+  rte_mbuf* out = vxlan_encap(m, shared_->pool, *r, s.networks[a.lvlan].vni,
                               vxlan_flow_hash(key));
   if (!out) return drop(m, key.in_port, DropReason::kNoMbuf);
   enqueue(s, s.vtep.uplink, out);
@@ -436,7 +436,7 @@ uint32_t Worker::flood_vteps(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
     const RemoteVtep* r = resolve(s, kVtepPortBase + v, key.in_port);
     if (!r) continue;  // counted
     rte_mbuf* copy = rte_pktmbuf_copy(m, shared_->pool, 0, UINT32_MAX);
-    rte_mbuf* out = copy ? vxlan_encap(copy, shared_->pool, s.vtep, *r, net.vni, hash) : nullptr;
+    rte_mbuf* out = copy ? vxlan_encap(copy, shared_->pool, *r, net.vni, hash) : nullptr;
     if (!out) {
       if (copy) rte_pktmbuf_free(copy);
       count_drop(key.in_port, DropReason::kNoMbuf);

@@ -112,7 +112,10 @@ RemoteVtep remote(const char* ip, bool resolved) {
   r.present = true;
   r.ip = r.arp_ip = ip4(ip);
   r.resolved = resolved;
-  if (resolved) set_mac(r.next_hop_mac, kHopMac);
+  if (resolved) {
+    set_mac(r.next_hop_mac, kHopMac);
+    vxlan_outer_template(vtep_config(), &r);
+  }
   return r;
 }
 
@@ -129,7 +132,7 @@ TEST(VxlanHelpers, EncapMatchesScapyByteForByte) {
   const uint16_t sport = vxlan_src_port(hash);
 
   rte_mbuf* m = mbuf_of(in);
-  rte_mbuf* out = vxlan_encap(m, pool(), vtep_config(), remote(kVtep1Ip, true), kVni, hash);
+  rte_mbuf* out = vxlan_encap(m, pool(), remote(kVtep1Ip, true), kVni, hash);
   ASSERT_EQ(out, m);  // in the headroom
   const Frame got = bytes_of(out);
   rte_pktmbuf_free(out);
@@ -181,7 +184,7 @@ TEST(VxlanHelpers, EncapWithoutHeadroomChainsAHeaderSegment) {
   ASSERT_NE(m, nullptr);
   m->data_off = 10;  // less headroom than the outer headers need
   std::memcpy(rte_pktmbuf_append(m, uint16_t(in.size())), in.data(), in.size());
-  rte_mbuf* out = vxlan_encap(m, pool(), vtep_config(), remote(kVtep1Ip, true), 7, 1);
+  rte_mbuf* out = vxlan_encap(m, pool(), remote(kVtep1Ip, true), 7, 1);
   ASSERT_NE(out, nullptr);
   EXPECT_NE(out, m);
   EXPECT_EQ(out->nb_segs, 2);
