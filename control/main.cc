@@ -56,7 +56,8 @@ int run(const Config& cfg) {
   auto sw = strait::ctl::Switch::create(cfg);
   if (!sw) {
     spdlog::error("{}", sw.error().message);
-    return 1;
+    // The config no longer fits the saved state: an operator's error, like a bad config.
+    return sw.error().code == "failed_precondition" ? 2 : 1;
   }
   auto api = strait::ctl::ApiServer::listen(cfg.api_socket, &loop, sw->get());
   if (!api) {

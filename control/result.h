@@ -9,7 +9,8 @@ namespace strait::ctl {
 
 struct Error {
   std::string code;     // invalid_argument, not_found, already_exists, conflict,
-                        // resource_exhausted, device_error, internal
+                        // resource_exhausted, device_error, internal,
+                        // failed_precondition (the config contradicts the saved state)
   std::string message;  // names the field and the problem
 };
 

@@ -18,6 +18,8 @@ constexpr const char* kSchema = R"(
                                     local_vlan INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS security_groups (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS tunnels (network TEXT PRIMARY KEY, spec TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS physnets (name TEXT PRIMARY KEY, device TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS vtep (id INTEGER PRIMARY KEY CHECK (id = 1), spec TEXT NOT NULL);
 )";
 
 // The rows of `sql` (id, spec JSON, ...) through `parse`, in id order; a row
@@ -79,9 +81,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
                                          std::to_string(kSchemaVersion) + ")"};
   if (version < kSchemaVersion) {
     // New database, or an upgrade: every version only adds tables (v2:
-    // security_groups, v3: tunnels) or optional fields to rows (v4: FDB
-    // entries' ip, networks' arp_responder), so creating the missing tables
-    // is the whole upgrade.
+    // security_groups, v3: tunnels, v5: physnets and vtep, filled at the
+    // next start) or optional fields to rows (v4: FDB entries' ip, networks'
+    // arp_responder), so creating the missing tables is the whole upgrade.
     // One transaction: the version moves with the tables.
     if (Status r = s->exec("BEGIN IMMEDIATE", {}); !r) return r.error();
     if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -173,6 +175,45 @@ Status Store::delete_security_group(const std::string& id) {
   return exec("DELETE FROM security_groups WHERE id = ?", {id});
 }
 
+Status Store::record_config(const RecordedConfig& c) {
+  return transaction([&]() -> Status {
+    if (Status st = exec("DELETE FROM physnets", {}); !st) return st;
+    for (const auto& [name, device] : c.physnets)
+      if (Status st = exec("INSERT INTO physnets VALUES (?, ?)", {name, device}); !st) return st;
+    if (Status st = exec("DELETE FROM vtep", {}); !st) return st;
+    if (!c.vtep.empty())
+      if (Status st = exec("INSERT INTO vtep VALUES (1, ?)", {c.vtep}); !st) return st;
+    return exec("INSERT OR REPLACE INTO meta VALUES ('config_recorded_at', ?)",
+                {std::to_string(c.recorded_at)});
+  });
+}
+
+Result<Store::RecordedConfig> Store::load_recorded_config() const {
+  RecordedConfig c;
+  auto each_row = [&](const char* sql, auto add) -> Status {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, sql, -1, &st, nullptr) != SQLITE_OK)
+      return db_error(db_, "read recorded config");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) add(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return db_error(db_, "read recorded config");
+    return ok();
+  };
+  auto text = [](sqlite3_stmt* st, int col) {
+    return std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, col)));
+  };
+  Status st = each_row("SELECT name, device FROM physnets ORDER BY name",
+                       [&](sqlite3_stmt* row) { c.physnets.emplace(text(row, 0), text(row, 1)); });
+  if (!st) return st.error();
+  st = each_row("SELECT spec FROM vtep", [&](sqlite3_stmt* row) { c.vtep = text(row, 0); });
+  if (!st) return st.error();
+  st = each_row("SELECT value FROM meta WHERE key = 'config_recorded_at'",
+                [&](sqlite3_stmt* row) { c.recorded_at = sqlite3_column_int64(row, 0); });
+  if (!st) return st.error();
+  return c;
+}
+
 Result<Store::Saved> Store::load() const {
   Saved saved;
   Status st =
@@ -197,6 +238,9 @@ Result<Store::Saved> Store::load() const {
                        reinterpret_cast<const char*>(sqlite3_column_text(row, 0)), std::move(t));
                  });
   if (!st) return st.error();
+  auto recorded = load_recorded_config();
+  if (!recorded) return recorded.error();
+  saved.config = std::move(*recorded);
   return saved;
 }
 

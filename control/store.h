@@ -1,11 +1,14 @@
 #pragma once
 // The persistent state: networks, port bindings with their local VLANs,
-// security groups with their rules and VXLAN tunnel state, in SQLite under state_dir. Every API change is one transaction, committed
-// before the change is published, so what an acknowledged reply promised
-// survives a crash. Rows hold the same JSON the API takes, so loading goes
-// through the same validation as a request.
+// security groups with their rules, VXLAN tunnel state and the physnet
+// mappings and VTEP settings in force, in SQLite under state_dir. Every
+// API change is one transaction, committed before the change is published,
+// so what an acknowledged reply promised survives a crash. Rows hold the
+// same JSON the API takes, so loading goes through the same validation as
+// a request.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,9 +25,19 @@ class Store {
   // 2: security_groups table; 3: tunnels table (VXLAN FDB and flood list
   // per network); 4: tunnel FDB entries may carry the remote port's "ip" and
   // vxlan networks "arp_responder" (rows an older straitd cannot read: it
-  // refuses the newer version rather than a row). An older database is
-  // upgraded in place on open.
-  static constexpr int kSchemaVersion = 4;
+  // refuses the newer version rather than a row); 5: physnets and vtep
+  // tables (the config's mappings in force, see RecordedConfig). An older
+  // database is upgraded in place on open.
+  static constexpr int kSchemaVersion = 5;
+
+  // What the config put in force at the last start: the physnet mappings
+  // and the [vtep] settings. The config file stays the operator's source;
+  // this is the record a restart compares it with (control/recorded_config.h).
+  struct RecordedConfig {
+    std::map<std::string, std::string> physnets;  // name -> device devargs
+    std::string vtep;                             // [vtep] as JSON; empty: none
+    int64_t recorded_at = 0;                      // Unix seconds; 0: never recorded
+  };
 
   // Opens (creating if needed) state_dir/strait.db. Refuses a database of
   // a newer schema than this build knows.
@@ -43,12 +56,15 @@ class Store {
   // A group with all its rules (rule changes rewrite their group's row).
   Status put_security_group(const SecurityGroup& g);
   Status delete_security_group(const std::string& id);
+  // Replaces the recorded mappings and settings in one transaction.
+  Status record_config(const RecordedConfig& c);
 
   struct Saved {
     std::vector<NetworkSpec> networks;
     std::vector<std::pair<PortSpec, uint16_t>> ports;  // with their local VLAN
     std::vector<SecurityGroup> security_groups;
     std::vector<std::pair<std::string, TunnelSpec>> tunnels;  // by network id
+    RecordedConfig config;
   };
   // Everything saved; a row that no longer validates is an error naming it.
   Result<Saved> load() const;
@@ -58,6 +74,7 @@ class Store {
  private:
   Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status exec(const std::string& sql, const std::vector<std::string>& args);
+  Result<RecordedConfig> load_recorded_config() const;
   // Runs the statements of `body` in one transaction.
   Status transaction(const std::function<Status()>& body);
 

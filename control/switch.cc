@@ -14,7 +14,9 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <ctime>
 
+#include "control/recorded_config.h"
 #include "vhost/vhost_port.h"
 
 namespace strait::ctl {
@@ -83,27 +85,36 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   auto store = Store::open(cfg.state_dir);
   if (!store) return store.error();
   sw->store_ = std::move(*store);
+  auto saved = sw->store_->load();
+  if (!saved) return saved.error();
+  // Before any device opens: a saved network the config no longer maps
+  // would forward on no wire, or a wrong one.
+  auto changes = check_config_against_record(cfg, saved->networks, saved->config,
+                                             sw->store_->path());
+  if (!changes) return changes.error();
+  for (const std::string& w : *changes) spdlog::warn("{}", w);
   if (Status st = sw->open_physnets(); !st) return st.error();
-  if (Status st = sw->restore(); !st) return st.error();
+  if (Status st = sw->restore(*saved); !st) return st.error();
+  // What is in force from now on, recorded before the first snapshot enables a port.
+  sw->recorded_ = record_of(cfg, std::time(nullptr));
+  if (Status st = sw->store_->record_config(sw->recorded_); !st) return st.error();
   sw->republish();  // one snapshot with everything, before any worker runs
   // Leftovers of ports that no longer exist go once the new state is live (F3).
   sw->publisher_.after_grace([s = sw.get()] { s->clean_socket_dir(); });
   return sw;
 }
 
-Status Switch::restore() {
-  auto saved = store_->load();
-  if (!saved) return saved.error();
-  if (Status st = model_.restore_security_groups(saved->security_groups); !st)
+Status Switch::restore(const Store::Saved& saved) {
+  if (Status st = model_.restore_security_groups(saved.security_groups); !st)
     return Error{st.error().code, store_->path() + ": " + st.error().message};
-  for (const NetworkSpec& n : saved->networks)
+  for (const NetworkSpec& n : saved.networks)
     if (Status st = model_.add_network(n); !st)
       return Error{st.error().code, store_->path() + ": network " + n.id + ": " + st.error().message};
-  for (const auto& [net, t] : saved->tunnels)
+  for (const auto& [net, t] : saved.tunnels)
     if (Status st = model_.restore_tunnel(net, t); !st)
       return Error{st.error().code, store_->path() + ": tunnel of network " + net + ": " +
                                         st.error().message};
-  for (const auto& [spec, lvlan] : saved->ports) {
+  for (const auto& [spec, lvlan] : saved.ports) {
     if (Status st = model_.restore_port(spec, lvlan); !st)
       return Error{st.error().code, store_->path() + ": port " + spec.id + ": " + st.error().message};
     auto idx = alloc_dp();
@@ -126,7 +137,7 @@ Status Switch::restore() {
   if (!sets) return Error{sets.error().code, store_->path() + ": " + sets.error().message};
   sg_.commit(std::move(*sets));
   spdlog::info("restored {} security group(s), {} network(s), {} port(s) from {}",
-               saved->security_groups.size(), saved->networks.size(), saved->ports.size(),
+               saved.security_groups.size(), saved.networks.size(), saved.ports.size(),
                store_->path());
   return ok();
 }

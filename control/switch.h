@@ -103,7 +103,7 @@ class Switch {
   Status open_physnets();
   // Rebuilds networks and bindings, with their local VLANs, from the store
   // (F4, F11). A device that cannot be opened leaves its port bound and down.
-  Status restore();
+  Status restore(const Store::Saved& saved);
   // Opens the port's device (ethdev) or socket (vhost) under datapath index dp.
   Result<PortRuntime> attach(const PortSpec& spec, uint16_t dp);
   void detach(const PortRuntime& rt);
@@ -247,6 +247,7 @@ class Switch {
   // their grace period is over.
   std::map<uint16_t, std::vector<std::array<uint8_t, 16>>> ct_flush_ready_;
   std::unique_ptr<Store> store_;
+  Store::RecordedConfig recorded_;  // physnets and [vtep] in force, as recorded at start
   dp::DataplaneShared shared_;
   Publisher publisher_;
   rte_mempool* pool_ = nullptr;              // shared: vhost rx, copies, tunnel headers

@@ -7,6 +7,7 @@
 
 #include "control/api_reply.h"
 #include "control/eal_memory.h"
+#include "control/recorded_config.h"
 #include "control/switch.h"
 #include "vhost/vhost_port.h"
 
@@ -332,6 +333,7 @@ json Switch::show() const {
           {"mempool", mempool_json()}, {"memory", eal_memory_json()},
           {"conntrack", conntrack_json()},
           {"security_groups", sg_json()},
+          {"recorded_config", recorded_config_json(recorded_)},
           {"rebalance", {{"interval_s", cfg_.rebalance_interval_s},
                          {"improvement_pct", cfg_.rebalance_improvement_pct},
                          {"automatic", auto_rebalances_}, {"in_progress", rebalancing_}}}};

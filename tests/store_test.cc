@@ -1,6 +1,7 @@
 // The state database: what is saved loads back through the API's parsers,
-// the v1 -> v2 (security groups) and v2 -> v3 (VXLAN tunnels) upgrades
-// happen in place, and a database of a newer schema is left alone.
+// the v1 -> v2 (security groups), v2 -> v3 (VXLAN tunnels) and v4 -> v5
+// (recorded physnets and VTEP) upgrades happen in place, and a database of
+// a newer schema is left alone.
 #include "control/store.h"
 
 #include <gmock/gmock.h>
@@ -156,9 +157,11 @@ TEST_F(StoreTest, PutReplacesAndDeleteRemovesAGroup) {
   EXPECT_TRUE(saved->security_groups.empty());
 }
 
-TEST_F(StoreTest, NewDatabaseHasSchemaV3) {
+TEST_F(StoreTest, NewDatabaseHasSchemaV5) {
   ASSERT_TRUE(open());
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
+  EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='physnets'"), "physnets");
+  EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='vtep'"), "vtep");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='tunnels'"), "tunnels");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"),
             "security_groups");
@@ -178,7 +181,7 @@ TEST_F(StoreTest, UpgradesV1InPlace) {
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
   auto s = open();
   ASSERT_TRUE(s);
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
   auto saved = s->load();
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   ASSERT_EQ(saved->ports.size(), 1u);
@@ -265,7 +268,7 @@ TEST_F(StoreTest, UpgradesV2InPlace) {
   )");
   auto s = open();
   ASSERT_TRUE(s);
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
   auto saved = s->load();
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   ASSERT_EQ(saved->networks.size(), 1u);
@@ -297,7 +300,7 @@ TEST_F(StoreTest, UpgradesV3InPlace) {
   )");
   auto s = open();
   ASSERT_TRUE(s);
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "4");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
   auto saved = s->load();
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   ASSERT_EQ(saved->networks.size(), 1u);
@@ -305,6 +308,70 @@ TEST_F(StoreTest, UpgradesV3InPlace) {
   ASSERT_EQ(saved->tunnels.size(), 1u);
   EXPECT_EQ(saved->tunnels[0].second.fdb.size(), 1u);
   EXPECT_TRUE(saved->tunnels[0].second.ips.empty());
+}
+
+// The physnet mappings and VTEP settings in force: recorded whole, replaced
+// whole (a physnet gone from the config goes from the record), read back.
+TEST_F(StoreTest, RecordedConfigRoundTripsAndIsReplacedWhole) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(saved->config.recorded_at, 0);  // never recorded
+  EXPECT_TRUE(saved->config.physnets.empty());
+  Store::RecordedConfig c{{{"p1", "net_ring_a"}, {"p2", "0000:3b:00.0"}},
+                          R"({"local_ip":"10.0.0.1","udp_port":4789})", 1700000000};
+  ASSERT_TRUE(s->record_config(c).ok());
+  s.reset();
+  s = open();
+  saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  EXPECT_EQ(saved->config.physnets, c.physnets);
+  EXPECT_EQ(saved->config.vtep, c.vtep);
+  EXPECT_EQ(saved->config.recorded_at, 1700000000);
+  ASSERT_TRUE(s->record_config({{{"p1", "net_ring_b"}}, "", 1700000100}).ok());
+  saved = s->load();
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(saved->config.physnets, (std::map<std::string, std::string>{{"p1", "net_ring_b"}}));
+  EXPECT_EQ(saved->config.vtep, "");
+  EXPECT_EQ(saved->config.recorded_at, 1700000100);
+}
+
+// A database of schema 4: everything in it loads as before; the new tables
+// exist and stay empty until the next start records the config.
+TEST_F(StoreTest, UpgradesV4InPlace) {
+  sql(R"(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE networks (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE ports (id TEXT PRIMARY KEY, spec TEXT NOT NULL, local_vlan INTEGER NOT NULL);
+    CREATE TABLE security_groups (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE tunnels (network TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '4');
+    INSERT INTO networks VALUES ('n1', '{"id":"n1","type":"vlan","physnet":"p1","segmentation_id":100,"mtu":1500}');
+    INSERT INTO networks VALUES ('vx1', '{"id":"vx1","type":"vxlan","physnet":null,"segmentation_id":5001,"mtu":1450,"arp_responder":false}');
+    INSERT INTO ports VALUES ('11111111-2222-3333-4444-555555555555', '{"id":"11111111-2222-3333-4444-555555555555","network":"n1","mac":"02:00:00:00:00:01","attach":{"type":"ethdev","devargs":"net_ring_x"}}', 7);
+    INSERT INTO security_groups VALUES ('sg1', '{"id":"sg1","rules":[]}');
+    INSERT INTO tunnels VALUES ('vx1', '{"fdb":[{"mac":"02:00:00:00:01:01","vtep":"10.99.0.2","ip":"192.168.0.5"}],"flood":["10.99.0.3"]}');
+  )");
+  auto s = open();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
+  EXPECT_EQ(query_one("SELECT count(*) FROM physnets"), "0");
+  EXPECT_EQ(query_one("SELECT count(*) FROM vtep"), "0");
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->networks.size(), 2u);
+  EXPECT_EQ(saved->networks[0].physnet, "p1");
+  EXPECT_FALSE(saved->networks[1].arp_responder);
+  ASSERT_EQ(saved->ports.size(), 1u);
+  EXPECT_EQ(saved->ports[0].second, 7);
+  EXPECT_EQ(saved->security_groups.size(), 1u);
+  ASSERT_EQ(saved->tunnels.size(), 1u);
+  EXPECT_EQ(saved->tunnels[0].second.fdb.size(), 1u);
+  EXPECT_EQ(saved->tunnels[0].second.flood.size(), 1u);
+  EXPECT_EQ(saved->config.recorded_at, 0);
+  EXPECT_TRUE(saved->config.physnets.empty());
+  EXPECT_EQ(saved->config.vtep, "");
 }
 
 TEST_F(StoreTest, BadTunnelRowIsNamed) {
@@ -317,12 +384,12 @@ TEST_F(StoreTest, BadTunnelRowIsNamed) {
 TEST_F(StoreTest, NewerSchemaIsRefusedAndLeftAlone) {
   sql(R"(
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    INSERT INTO meta VALUES ('schema_version', '5');
+    INSERT INTO meta VALUES ('schema_version', '6');
   )");
   EXPECT_REFUSED(Store::open(dir_), "invalid_argument",
-                 "schema version 5 is newer than this straitd (4)");
+                 "schema version 6 is newer than this straitd (5)");
   EXPECT_EQ(query_one("SELECT name FROM sqlite_master WHERE name='security_groups'"), "(none)");
-  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "6");
 }
 
 TEST_F(StoreTest, BadGroupRowIsNamed) {

@@ -1,10 +1,17 @@
 // The forwarding core through real DPDK devices: a Switch with its worker
 // lcores, net_ring ethdevs as VM NICs and as the physnet NIC, frames made by
 // scapy, outputs read back and checked field by field.
+#include <sqlite3.h>
+
 #include <atomic>
+#include <functional>
+#include <sstream>
 #include <thread>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "tests/switch_harness.h"
 
@@ -447,6 +454,112 @@ TEST(SwitchRestart, RestartRestoresBindingsAndLocalVlansF4F11) {
   }
   a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB + "')/IP()/UDP()]"));
   EXPECT_EQ(b.wait_for(1).size(), 1u);
+}
+
+// Every row of every table of the state database, as text: what a refused
+// start must leave exactly as it was.
+std::string db_rows(const std::string& state_dir) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open((state_dir + "/strait.db").c_str(), &db), SQLITE_OK);
+  std::string out;
+  auto dump = [](void* o, int n, char** v, char**) {
+    auto& text = *static_cast<std::string*>(o);
+    for (int i = 0; i < n; i++) text += std::string(v[i] ? v[i] : "NULL") + "|";
+    text += "\n";
+    return 0;
+  };
+  std::vector<std::string> tables;
+  sqlite3_exec(db, "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name",
+               [](void* t, int, char** v, char**) {
+                 static_cast<std::vector<std::string>*>(t)->push_back(v[0]);
+                 return 0;
+               }, &tables, nullptr);
+  for (const auto& t : tables) {
+    out += "[" + t + "]\n";
+    sqlite3_exec(db, ("SELECT * FROM " + t + " ORDER BY 1").c_str(), dump, &out, nullptr);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+// What straitd logs while `fn` runs.
+std::string logged_during(const std::function<void()>& fn) {
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.push_back(sink);
+  fn();
+  sinks.pop_back();
+  return log.str();
+}
+
+// A restart whose config dropped a physnet a saved network uses is refused
+// with one message saying which and what to do, the database untouched; the
+// old config starts again with everything there, and `show` has the record.
+TEST(SwitchRestart, DroppedPhysnetInUseIsRefusedAndChangesNothing) {
+  RingPort phys("net_ring_dpphys"), a("net_ring_dpa");
+  auto cfg = test_config();
+  cfg.physnets = {{"physnet1", "net_ring_dpphys"}};
+  json before;
+  {
+    Harness h(cfg, /*keep_state=*/true);
+    h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
+                            {"segmentation_id", 100}});
+    h.ok("port.bind", port_params(uuid(41), "n1", kMacA, a.name()));
+    before = h.ok("show");
+  }
+  EXPECT_EQ(before["recorded_config"]["physnets"], json({{"physnet1", "net_ring_dpphys"}}));
+  EXPECT_TRUE(before["recorded_config"]["recorded_at"].is_number());
+  const std::string rows = db_rows(cfg.state_dir);
+  auto dropped = cfg;
+  dropped.physnets.clear();
+  auto sw = ctl::Switch::create(dropped);
+  ASSERT_FALSE(sw.ok());
+  EXPECT_EQ(sw.error().code, "failed_precondition");
+  EXPECT_THAT(sw.error().message,
+              ::testing::AllOf(::testing::HasSubstr("network(s) n1 use physnet physnet1"),
+                               ::testing::HasSubstr("device net_ring_dpphys"),
+                               ::testing::HasSubstr("or start with the old config and delete")));
+  EXPECT_EQ(sw.error().message.find('\n'), std::string::npos);
+  EXPECT_EQ(db_rows(cfg.state_dir), rows);
+
+  Harness h(cfg);
+  h.pump(std::chrono::milliseconds(20));
+  json after = h.ok("show");
+  EXPECT_EQ(after["networks"], before["networks"]);
+  EXPECT_EQ(after["ports"][0]["local_vlan"], before["ports"][0]["local_vlan"]);
+  EXPECT_EQ(after["recorded_config"]["physnets"], before["recorded_config"]["physnets"]);
+}
+
+// The same physnet on another device: accepted, warned about with the old
+// and new device, and recorded; networks and ports restored as they were.
+TEST(SwitchRestart, ChangedPhysnetDeviceIsAcceptedWithAWarning) {
+  RingPort phys("net_ring_cdold"), phys2("net_ring_cdnew"), a("net_ring_cda"), b("net_ring_cdb");
+  auto cfg = test_config();
+  cfg.physnets = {{"physnet1", "net_ring_cdold"}};
+  json before;
+  {
+    Harness h(cfg, /*keep_state=*/true);
+    h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
+                            {"segmentation_id", 100}});
+    h.ok("port.bind", port_params(uuid(51), "n1", kMacA, a.name()));
+    before = h.ok("show");
+  }
+  cfg.physnets = {{"physnet1", "net_ring_cdnew"}};
+  std::unique_ptr<Harness> h;
+  const std::string log = logged_during([&] { h = std::make_unique<Harness>(cfg); });
+  EXPECT_THAT(log, ::testing::HasSubstr(
+                       "physnet physnet1: device changed from \"net_ring_cdold\" to \"net_ring_cdnew\""));
+  h->pump(std::chrono::milliseconds(20));
+  json after = h->ok("show");
+  EXPECT_EQ(after["networks"], before["networks"]);
+  EXPECT_EQ(after["recorded_config"]["physnets"], json({{"physnet1", "net_ring_cdnew"}}));
+  // Frames of the network leave by the new device, tagged.
+  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP()/UDP()]"));
+  auto out = phys2.wait_for(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(vlan_id(out[0]), 100);
+  EXPECT_TRUE(phys.take().empty());
 }
 
 // Two workers transmit to one physnet queue: shared queues take the lock per

@@ -3,8 +3,13 @@
 // encapsulated to and decapsulated from the underlay NIC (a net_ring).
 #include <gtest/gtest.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <optional>
+#include <sstream>
 
 #include "tests/switch_harness.h"
 
@@ -224,6 +229,43 @@ TEST(TunnelRestart, TunnelStateIsRestored) {
   ASSERT_EQ(fdb.size(), 2u);
   EXPECT_EQ(fdb[0]["ip"], "10.0.0.2");  // the ARP responder's address survives the restart
   EXPECT_TRUE(fdb[1]["ip"].is_null());
+}
+
+// Saved vxlan networks need [vtep]: a restart without it is refused, naming
+// them and the VTEP they had, before anything opens; a changed local_ip
+// starts, with a warning naming both addresses.
+TEST(TunnelRestart, VxlanNetworksNeedTheirVtepAcrossRestarts) {
+  RingPort underlay("net_ring_vrunder");
+  auto cfg = vtep_config(underlay.name());
+  {
+    Harness h(cfg, /*keep_state=*/true);
+    h.ok("network.create", {{"id", "vx"}, {"type", "vxlan"}, {"segmentation_id", 5001}});
+  }
+  auto no_vtep = cfg;
+  no_vtep.vtep.reset();
+  auto sw = ctl::Switch::create(no_vtep);
+  ASSERT_FALSE(sw.ok());
+  EXPECT_EQ(sw.error().code, "failed_precondition");
+  EXPECT_NE(sw.error().message.find("vxlan network(s) vx need [vtep] (local_ip 10.99.0.1 on "
+                                    "physnet underlay at the last start)"),
+            std::string::npos)
+      << sw.error().message;
+
+  auto moved = cfg;
+  moved.vtep->local_ip = *ctl::parse_ip("10.99.0.7");
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  {
+    Harness h(moved, /*keep_state=*/true);
+    EXPECT_EQ(h.ok("show")["recorded_config"]["vtep"]["local_ip"], "10.99.0.7");
+    EXPECT_EQ(h.ok("network.list")["networks"].size(), 1u);
+  }
+  spdlog::default_logger()->sinks().pop_back();
+  EXPECT_NE(log.str().find("vtep.local_ip changed from \"10.99.0.1\" to \"10.99.0.7\""),
+            std::string::npos)
+      << log.str();
+  std::filesystem::remove_all(cfg.state_dir);
 }
 
 // The peer answers the worker's ARP request (or announces itself): the

@@ -208,3 +208,34 @@ def test_show_reports_version_workers_and_physnets(tmp_path):
     finally:
         sw.stop()
         sw.kill()
+
+
+def test_restart_without_a_physnet_in_use_is_refused_until_it_is_mapped_again(tmp_path):
+    physnets = {"physnet1": "net_pcap_rm1,tx_pcap={tmp}/p.pcap"}
+    sw = Straitd(tmp_path, physnets=physnets).start()
+    try:
+        sw.call("network.create", {"id": "n1", "type": "vlan", "physnet": "physnet1",
+                                   "segmentation_id": 100})
+        recorded = sw.call("show")["recorded_config"]
+        assert recorded["physnets"] == {"physnet1": f"net_pcap_rm1,tx_pcap={tmp_path}/p.pcap"}
+        assert recorded["recorded_at"] > 0
+        assert sw.stop() == 0
+    finally:
+        sw.kill()
+    with_physnet = sw.cfg.read_text()
+    dropped = tmp_path / "dropped.toml"
+    dropped.write_text(config_text(tmp_path, {}))
+    p, _ = run_straitd(dropped)
+    assert p.returncode == 2, p.stdout + p.stderr
+    errors = [line for line in (p.stdout + p.stderr).splitlines() if "physnet1" in line]
+    assert len(errors) == 1, p.stdout + p.stderr
+    assert "network(s) n1 use physnet physnet1" in errors[0]
+    assert "net_pcap_rm1" in errors[0] and "delete the network" in errors[0]
+    assert " ready" not in p.stdout
+
+    sw = Straitd(tmp_path, config=with_physnet).start()
+    try:
+        assert [n["id"] for n in sw.call("network.list")["networks"]] == ["n1"]
+        assert sw.stop() == 0
+    finally:
+        sw.kill()
