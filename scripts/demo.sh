@@ -186,11 +186,11 @@ EOF
   >"$DIR/straitd.log" 2>&1) &
 PID=$!
 for _ in $(seq 300); do
-  grep -q " ready" "$DIR/straitd.log" 2>/dev/null && break
+  grep -q "straitd .* ready: " "$DIR/straitd.log" 2>/dev/null && break
   if ! kill -0 "$PID" 2>/dev/null || [ "$STOP" = 1 ]; then break; fi
   sleep 0.1
 done
-if ! grep -q " ready" "$DIR/straitd.log" 2>/dev/null; then
+if ! grep -q "straitd .* ready: " "$DIR/straitd.log" 2>/dev/null; then
   [ "$STOP" = 1 ] && exit 0
   echo "demo: straitd did not start:" >&2
   cat "$DIR/straitd.log" >&2

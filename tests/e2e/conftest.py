@@ -19,6 +19,7 @@ directory), STRAIT_SOURCE (source directory).
 import itertools
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -97,6 +98,9 @@ class ApiError(Exception):
         self.message = reply.get("error", {}).get("message")
 
 
+STRAITD_READY = re.compile(r"straitd \S+ ready: ")
+
+
 class Straitd:
     """One straitd process and the ways to talk to it."""
 
@@ -123,7 +127,9 @@ class Straitd:
             self.netns.cmd(*argv) if self.netns else argv,
             stdout=self._logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + READY_TIMEOUT
-        while " ready" not in self.log.read_text():
+        # straitd's own line, not a vhost device's "ready" (a restarted
+        # straitd's client sockets may reconnect before its API listens)
+        while not STRAITD_READY.search(self.log.read_text()):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"straitd exited with {self.proc.returncode}:\n{self.log.read_text()}")
             if time.monotonic() > deadline:
