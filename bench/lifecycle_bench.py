@@ -492,6 +492,7 @@ def scenario_vif_plugged(sw, build, work, vdir, cycles, results):
     path = vdir / "cc.sock"
     pid = port_uuid(0xcc0000)
     api = Api(sw.sock)
+    ensure_network(api)  # when run without the control scenario before it
     api.call("port.bind", bind_params(0xcc0000, path, mac="02:cc:00:00:00:01", mode="server"))
     api.close()
     ev = Events(sw.sock)
