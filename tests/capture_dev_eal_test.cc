@@ -4,9 +4,7 @@
 // dpdk-dumpcap's (rte_eth_add_rx/tx_callback on every queue) see every frame
 // the port receives and sends, exactly once. Refused requests change
 // nothing; the stand-in goes with --off, unbind and shutdown.
-#include <atomic>
 #include <mutex>
-#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -108,17 +106,7 @@ class CaptureTest : public ::testing::Test {
       h_->pump(std::chrono::milliseconds(10));
     ASSERT_EQ(h_->ok("port.show", {{"id", uuid(1)}})["state"], "up");
   }
-  // destroy_device waits for the control thread: pump while the guest goes.
-  void stop_guest() {
-    if (!guest_) return;
-    std::atomic<bool> done{false};
-    std::thread t([&] {
-      guest_.reset();
-      done = true;
-    });
-    while (!done) h_->pump(std::chrono::milliseconds(1));
-    t.join();
-  }
+  void stop_guest() { h_->release(guest_); }
   std::vector<Frame> guest_wait(size_t n) {
     std::vector<Frame> got;
     for (int i = 0; i < 300 && got.size() < n; i++) {

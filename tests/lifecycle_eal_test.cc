@@ -11,9 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <libvirt/libvirt.h>
@@ -114,18 +112,8 @@ class LifecycleTest : public ::testing::Test {
     }
     return false;
   }
-  // The guest's driver stops: its device is destroyed, and destroy_device
-  // waits for this (the control) thread, so the control loop runs meanwhile.
-  void stop_guest() {
-    if (!guest_) return;
-    std::atomic<bool> done{false};
-    std::thread t([&] {
-      guest_.reset();
-      done = true;
-    });
-    while (!done) h_->pump(std::chrono::milliseconds(1));
-    t.join();
-  }
+  // The guest's driver stops: its device is destroyed.
+  void stop_guest() { h_->release(guest_); }
   void connect_guest() {
     guest_ = std::make_unique<Guest>("net_virtio_user_lc" + std::to_string(++n_guests_), sock_, kMacA);
   }

@@ -1,5 +1,6 @@
 #include "tests/switch_harness.h"
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -196,6 +197,17 @@ void Harness::pump(std::chrono::milliseconds d) {
     sw_->poll();
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+void Harness::release(std::unique_ptr<VirtioGuest>& guest) {
+  if (!guest) return;
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    guest.reset();
+    done = true;
+  });
+  while (!done) pump(std::chrono::milliseconds(1));
+  t.join();
 }
 
 uint64_t Harness::drops(const std::string& reason) {

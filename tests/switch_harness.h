@@ -65,6 +65,9 @@ class Harness {
   nlohmann::json ok(const std::string& method, const nlohmann::json& params = {});
   // Pumps the control loop (learning, aging, grace periods) for `d`.
   void pump(std::chrono::milliseconds d);
+  // Destroys the guest, if any, pumping the control loop meanwhile: the
+  // switch's destroy_device waits for this (the control) thread.
+  void release(std::unique_ptr<VirtioGuest>& guest);
   uint64_t drops(const std::string& reason);
 
  private:
