@@ -174,9 +174,14 @@ void Switch::detach(const PortRuntime& rt) {
   if (rt.dp.kind == dp::PortKind::kVhost) {
     vhost::Backend::instance().remove_socket(rt.vhost_path);
   } else {
-    close_ethdev(rt.dev);
-    retired_pools_.push_back(rt.dev.pool);
+    close_and_retire(rt.dev);
   }
+}
+
+// The device goes now; its pool once every buffer is back (free_retired_pools).
+void Switch::close_and_retire(const Ethdev& dev) {
+  close_ethdev(dev);
+  retired_pools_.push_back(dev.pool);
 }
 
 // Pools of closed ports go once every buffer is back (frames of theirs may
@@ -195,10 +200,7 @@ Switch::~Switch() {
   // destroy_device waiting for us).
   for (auto& [id, p] : ports_) detach(p);
   offload_.clear();
-  for (auto& [name, u] : uplinks_) {
-    close_ethdev(u.dev);
-    retired_pools_.push_back(u.dev.pool);
-  }
+  for (auto& [name, u] : uplinks_) close_and_retire(u.dev);
   ports_.clear();
   uplinks_.clear();
   publisher_.poll();  // workers stopped: run what waited for a grace period

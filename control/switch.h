@@ -107,6 +107,7 @@ class Switch {
   // Opens the port's device (ethdev) or socket (vhost) under datapath index dp.
   Result<PortRuntime> attach(const PortSpec& spec, uint16_t dp);
   void detach(const PortRuntime& rt);
+  void close_and_retire(const Ethdev& dev);
   void free_retired_pools();
   void republish();
 
