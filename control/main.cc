@@ -18,6 +18,7 @@
 
 #include "control/api_server.h"
 #include "control/config.h"
+#include "control/dpdk_log.h"
 #include "control/event_loop.h"
 #include "control/libvirt_watcher.h"
 #include "control/metrics.h"
@@ -201,6 +202,8 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
 
+  if (!strait::ctl::route_dpdk_log())
+    spdlog::warn("DPDK's log lines keep EAL's default stream (stderr and syslog)");
   std::vector<std::string> args = eal_args(argv[0], cfg, eal);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
