@@ -144,15 +144,14 @@ void Switch::port_bind(const json& params, Done done) {
     specs.push_back(std::move(*spec));
   }
   if (Status st = bind_all(specs, bulk); !st) return done(error_reply(st.error()));
-  // Rendered when the answer goes out: by then the ports are live (and "up"
-  // if their device is), unless another client unbound one meanwhile.
-  std::vector<std::pair<std::string, json>> bound;
-  for (const PortSpec& s : specs) bound.emplace_back(s.id, port_json(*model_.port(s.id)));
-  publisher_.after_grace([this, bulk, bound = std::move(bound), done = std::move(done)]() {
+  // Rendered once, when the answer goes out: by then the ports are live (and
+  // "up" if their device is). One another client unbound meanwhile is shown
+  // as it was asked for, without datapath state.
+  publisher_.after_grace([this, bulk, specs = std::move(specs), done = std::move(done)]() {
     json out = json::array();
-    for (const auto& [id, at_bind] : bound) {
-      const PortSpec* p = model_.port(id);
-      out.push_back(p ? port_json(*p) : at_bind);
+    for (const PortSpec& s : specs) {
+      const PortSpec* p = model_.port(s.id);
+      out.push_back(port_json(p ? *p : s));
     }
     done(ok_reply(bulk ? json{{"ports", out}} : out[0]));
   });
