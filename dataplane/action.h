@@ -39,6 +39,15 @@ inline constexpr uint8_t kActNewOk = 8;
 // headers (PacketMeta::inner_ofs) before it goes anywhere; floods of it
 // reach local ports only.
 inline constexpr uint8_t kActDecap = 16;
+// Rules not applied yet (pipeline_decide_deferred): kActNewOk then says only
+// that nothing else refuses new connections; the egress rules of the ingress
+// port (kActEgressRules) and the ingress rules of the output port
+// (kActIngressRules) still have to allow them (resolve_rules). The worker
+// resolves them only for a packet of no verified connection, so established
+// traffic never runs the classifier (VPP's reflexive ACL sessions).
+inline constexpr uint8_t kActEgressRules = 32;
+inline constexpr uint8_t kActIngressRules = 64;
+inline constexpr uint8_t kActRulesPending = kActEgressRules | kActIngressRules;
 
 struct Action {
   ActionKind kind = ActionKind::kDrop;

@@ -73,11 +73,7 @@ bool sender_security(const PortSecurity& sec, const FlowKey& key, Action* a) noe
     case SgClass::kAllow:
       return true;
     case SgClass::kRules:
-      a->flags |= kActTrack;
-      if (rules_allow(sec, SgDirection::kEgress, key))
-        a->flags |= kActNewOk;
-      else
-        a->reason = DropReason::kSgEgressDenied;
+      a->flags |= kActTrack | kActNewOk | kActEgressRules;  // resolve_rules
       return true;
   }
   return true;
@@ -98,10 +94,7 @@ Action receiver_security(const PortSecurity& sec, const FlowKey& key, Action a) 
   // Untracked so far (the sender has no port security, or its side always
   // allows this): new connections are the receiver's rules' alone.
   if (!(a.flags & kActTrack)) a.flags |= kActTrack | kActNewOk;
-  if ((a.flags & kActNewOk) && !rules_allow(sec, SgDirection::kIngress, key)) {
-    a.flags &= ~kActNewOk;
-    a.reason = DropReason::kSgIngressDenied;
-  }
+  a.flags |= kActIngressRules;  // resolve_rules
   return a;
 }
 
@@ -181,7 +174,29 @@ Action from_tunnel(const Snapshot& snap, const FlowKey& key) noexcept {
 
 }  // namespace
 
+Action resolve_rules(const Snapshot& snap, const FlowKey& key, Action a) noexcept {
+  if (!(a.flags & kActRulesPending)) return a;
+  // The sender's egress rules first, then the receiver's ingress rules: the
+  // reason names the first side that refuses.
+  if ((a.flags & kActEgressRules) && (a.flags & kActNewOk) &&
+      !rules_allow(*snap.ports[key.in_port].security, SgDirection::kEgress, key)) {
+    a.flags &= ~kActNewOk;
+    a.reason = DropReason::kSgEgressDenied;
+  }
+  if ((a.flags & kActIngressRules) && (a.flags & kActNewOk) &&
+      !rules_allow(*snap.ports[a.out_port].security, SgDirection::kIngress, key)) {
+    a.flags &= ~kActNewOk;
+    a.reason = DropReason::kSgIngressDenied;
+  }
+  a.flags &= ~kActRulesPending;
+  return a;
+}
+
 Action pipeline_decide(const Snapshot& snap, const FlowKey& key) noexcept {
+  return resolve_rules(snap, key, pipeline_decide_deferred(snap, key));
+}
+
+Action pipeline_decide_deferred(const Snapshot& snap, const FlowKey& key) noexcept {
   const PortEntry* port = snap.port(key.in_port);
   if (!port) return drop_action(DropReason::kUnknownPort);
   if (!port->enabled) return drop_action(DropReason::kPortDown);

@@ -9,6 +9,15 @@
 
 namespace strait::dp {
 
+// Everything decided, the security-group rules of new connections included.
 Action pipeline_decide(const Snapshot& snap, const FlowKey& key) noexcept;
+
+// The same decision with the rules left for later (kActRulesPending): what
+// the worker caches. resolve_rules(snap, key, pipeline_decide_deferred(snap,
+// key)) == pipeline_decide(snap, key).
+Action pipeline_decide_deferred(const Snapshot& snap, const FlowKey& key) noexcept;
+// Applies the rules a deferred action left out: kActNewOk and reason as
+// pipeline_decide sets them; kActRulesPending cleared.
+Action resolve_rules(const Snapshot& snap, const FlowKey& key, Action a) noexcept;
 
 }  // namespace strait::dp

@@ -22,6 +22,9 @@
 //     kCtInvalid when conntrack refuses), else dropped with Action::reason,
 //     or kCtInvalid for what could open no connection anyway (TCP SYN-ACK
 //     or RST, ICMP echo reply): "belongs to none and cannot open one".
+// An action of pipeline_decide_deferred has its rules applied
+// (resolve_rules) only where kActNewOk is consulted: never for a packet of a
+// connection verified at this generation.
 // Without a conntrack table (ct == nullptr: tests, or a switch built
 // without one) every tracked packet is new and never recorded: kActNewOk
 // alone decides, replies of allowed connections need rules of their own.

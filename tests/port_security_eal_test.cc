@@ -68,6 +68,14 @@ void check(const Snapshot& s, const std::vector<Case>& cases) {
     const Case& c = cases[i];
     SCOPED_TRACE(std::string(c.name) + ": " + c.frame);
     const Action a = pipeline_decide(s, pkts[i].key);
+    // What the worker caches: the same decision with the rules left for
+    // conntrack's misses; applying them gives pipeline_decide's exactly.
+    const Action deferred = pipeline_decide_deferred(s, pkts[i].key);
+    const Action resolved = resolve_rules(s, pkts[i].key, deferred);
+    EXPECT_EQ(std::memcmp(&resolved, &a, sizeof a), 0);
+    EXPECT_EQ((deferred.flags & kActRulesPending) != 0,
+              (a.flags & kActTrack) != 0 && a.kind != ActionKind::kDrop);
+    EXPECT_EQ(a.flags & kActRulesPending, 0);
     EXPECT_EQ(int(a.kind), int(c.want.kind));
     EXPECT_EQ(drop_reason_name(a.reason), drop_reason_name(c.want.reason));
     EXPECT_EQ(a.flags & (kActTrack | kActNewOk), c.want.sg_flags);

@@ -38,9 +38,10 @@ CtConfig ct_config(uint32_t capacity = 1024) {
   return c;
 }
 
-// pipeline_decide then sg_track, as Worker::execute does.
+// The action the worker caches (rules deferred), then sg_track, as
+// Worker::execute does: the rules are applied only where conntrack needs them.
 SgVerdict run(const Snapshot& s, Conntrack* ct, const test::Pkt& p, uint64_t now = kNow) {
-  const Action a = pipeline_decide(s, p.key);
+  const Action a = pipeline_decide_deferred(s, p.key);
   EXPECT_TRUE(a.flags & kActTrack) << "the test expects a tracked action";
   return sg_track(s, ct, a, p.key, p.l4(), p.l4_len(), now, 0);
 }
