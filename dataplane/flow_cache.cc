@@ -1,6 +1,7 @@
 #include "dataplane/flow_cache.h"
 
 #include <rte_hash_crc.h>
+#include <rte_prefetch.h>
 
 #include <cassert>
 #include <cstring>
@@ -101,17 +102,20 @@ uint32_t FlowCache::hash(const FlowKey& key, uint32_t key_bytes) noexcept {
   return h;
 }
 
+void FlowCache::prefetch(uint32_t hash) const noexcept {
+  rte_prefetch0(&buckets_[hash & mask_]);
+}
+
 const Action* FlowCache::lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
                                 uint32_t gen) noexcept {
   assert(gen != 0 && "generation 0 marks an empty entry");
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");
   Bucket& b = buckets_[hash & mask_];
-  for (Entry& e : b.e) {
-    // hash, gen and key_bytes share a cache line: reject on them before
-    // touching the key's other lines.
-    if (e.hash == hash && e.gen == gen && e.key_bytes == key_bytes &&
-        keys_equal(e.key, key, key_bytes))
-      return &e.action;
+  for (uint32_t w = 0; w < kWays; w++) {
+    // Rejected on the probe line before the way's own lines are touched.
+    if (b.hash[w] == hash && b.gen[w] == gen && b.key_bytes[w] == key_bytes &&
+        keys_equal(b.slot[w].key, key, key_bytes))
+      return &b.slot[w].action;
   }
   return nullptr;
 }
@@ -121,35 +125,39 @@ bool FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, ui
   assert(gen != 0 && "generation 0 marks an empty entry");
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");
   Bucket& b = buckets_[hash & mask_];
-  Entry* slot = nullptr;  // first empty or other-generation way
-  for (Entry& e : b.e) {
-    if (e.gen != gen) {
-      if (!slot) slot = &e;
-    } else if (e.hash == hash && e.key_bytes == key_bytes && keys_equal(e.key, key, key_bytes)) {
-      e.action = action;  // already cached under gen: refresh in place
+  int free_way = -1;  // first empty or other-generation way
+  for (uint32_t w = 0; w < kWays; w++) {
+    if (b.gen[w] != gen) {
+      if (free_way < 0) free_way = int(w);
+    } else if (b.hash[w] == hash && b.key_bytes[w] == key_bytes &&
+               keys_equal(b.slot[w].key, key, key_bytes)) {
+      b.slot[w].action = action;  // already cached under gen: refresh in place
       return false;
     }
   }
   bool evicted = false;
-  if (!slot) {
+  uint32_t w;
+  if (free_way >= 0) {
+    w = uint32_t(free_way);
+  } else {
     // Every way is live: replace the oldest insertion (round robin).
-    slot = &b.e[b.cursor];
+    w = b.cursor;
     b.cursor = (b.cursor + 1) & (kWays - 1);
     evicted = true;
   }
   // The whole key, though only key_bytes are compared: a dump of an L2-scope
   // entry then shows the packet that created it.
-  slot->key = key;
-  slot->hash = hash;
-  slot->gen = gen;
-  slot->key_bytes = key_bytes;
-  slot->action = action;
+  b.slot[w].key = key;
+  b.slot[w].action = action;
+  b.hash[w] = hash;
+  b.gen[w] = gen;
+  b.key_bytes[w] = key_bytes;
   return evicted;
 }
 
 void FlowCache::clear() noexcept {
   for (uint32_t b = 0; b < n_buckets_; b++) {
-    for (Entry& e : buckets_[b].e) e.gen = 0;
+    for (uint32_t& g : buckets_[b].gen) g = 0;
     buckets_[b].cursor = 0;
   }
 }

@@ -6,9 +6,13 @@
 // from; a lookup under another generation is a miss, so publishing a snapshot
 // invalidates everything without walking the table (STYLE.md rule 7).
 //
-// Layout: 4-way set-associative buckets. Eviction policy, when a bucket is
-// full: reuse an entry of another generation first, else replace the way
-// named by the bucket's round-robin cursor (oldest insertion).
+// Layout: 4-way set-associative buckets. A bucket's first cache line holds
+// every way's hash, generation and scope: a probe that misses reads that
+// line alone, and the worker prefetches it for a whole burst (prefetch())
+// before the first lookup. Eviction policy, when a bucket is full: reuse an
+// entry of another generation first, else replace the way named by the
+// bucket's round-robin cursor (oldest insertion).
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -31,6 +35,9 @@ class FlowCache {
   // Hash of the first key_bytes of key (kL2KeyBytes or kFullKeyBytes).
   static uint32_t hash(const FlowKey& key, uint32_t key_bytes) noexcept;
 
+  // Starts loading the bucket of `hash` (its first line: enough to tell a miss).
+  void prefetch(uint32_t hash) const noexcept;
+
   // The action cached for this key under generation gen, or nullptr.
   const Action* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
                        uint32_t gen) noexcept;
@@ -47,18 +54,19 @@ class FlowCache {
   void for_each(uint32_t gen, F&& f) const;
 
  private:
-  struct Entry {
+  struct Slot {
     FlowKey key;
-    uint32_t hash;
-    uint32_t gen;       // 0 = empty (generations start at 1)
-    uint32_t key_bytes;
-    uint32_t pad;
     Action action;
   };
   struct alignas(64) Bucket {
-    Entry e[kWays];
+    // The probe line.
+    uint32_t hash[kWays];
+    uint32_t gen[kWays];  // 0 = empty (generations start at 1)
+    uint32_t key_bytes[kWays];
     uint32_t cursor;
+    alignas(64) Slot slot[kWays];
   };
+  static_assert(offsetof(Bucket, slot) == 64, "the probe line is the bucket's first");
   HugeArray<Bucket> buckets_;
   uint32_t n_buckets_ = 0;
   uint32_t mask_ = 0;
@@ -66,9 +74,11 @@ class FlowCache {
 
 template <typename F>
 void FlowCache::for_each(uint32_t gen, F&& f) const {
-  for (uint32_t b = 0; b < n_buckets_; b++)
-    for (const Entry& e : buckets_[b].e)
-      if (e.gen == gen) f(e.key, e.key_bytes, e.action);
+  for (uint32_t b = 0; b < n_buckets_; b++) {
+    const Bucket& k = buckets_[b];
+    for (uint32_t w = 0; w < kWays; w++)
+      if (k.gen[w] == gen) f(k.slot[w].key, k.key_bytes[w], k.slot[w].action);
+  }
 }
 
 }  // namespace strait::dp

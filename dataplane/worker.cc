@@ -160,6 +160,7 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
     }
     key_bytes[i] = keys[i].dl_type == kEthTypeArp ? kFullKeyBytes : port_key_bytes;
     hashes[i] = FlowCache::hash(keys[i], key_bytes[i]);
+    cache_.prefetch(hashes[i]);  // in flight while the rest of the burst parses
   }
   bump(pc.rx_packets, n);
   bump(pc.rx_bytes, bytes);
@@ -179,7 +180,7 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
       hits++;
     } else {
       const uint64_t t_miss = rte_rdtsc();
-      a = pipeline_decide(s, keys[i]);
+      a = pipeline_decide_deferred(s, keys[i]);  // sg_track applies the rules when needed
       evictions += cache_.insert(keys[i], hashes[i], key_bytes[i], s.generation, a);
       misses++;
       if (a.flags & kActLearn) learn(s, keys[i], a);
