@@ -106,6 +106,23 @@ void FlowCache::prefetch(uint32_t hash) const noexcept {
   rte_prefetch0(&buckets_[hash & mask_]);
 }
 
+void FlowCache::prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) const noexcept {
+  const Bucket& b = buckets_[hash & mask_];
+  uint32_t way = kWays;
+  for (uint32_t w = 0; w < kWays; w++) {
+    if (b.gen[w] != gen) {
+      if (way == kWays) way = w;  // where an insert would go, unless a way matches
+    } else if (b.hash[w] == hash && b.key_bytes[w] == key_bytes) {
+      way = w;
+      break;
+    }
+  }
+  if (way == kWays) way = b.cursor;
+  const auto* p = reinterpret_cast<const uint8_t*>(&b.slot[way]);
+  rte_prefetch0(p);
+  rte_prefetch0(p + sizeof(Slot) - 1);
+}
+
 const Action* FlowCache::lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
                                 uint32_t gen) noexcept {
   assert(gen != 0 && "generation 0 marks an empty entry");

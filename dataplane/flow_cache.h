@@ -38,6 +38,11 @@ class FlowCache {
   // Starts loading the bucket of `hash` (its first line: enough to tell a miss).
   void prefetch(uint32_t hash) const noexcept;
 
+  // Then, once that line is in: starts loading the way a lookup of this
+  // hash would compare, or the one an insert would overwrite, so the burst's
+  // lookups and inserts that follow find their lines loaded.
+  void prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) const noexcept;
+
   // The action cached for this key under generation gen, or nullptr.
   const Action* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
                        uint32_t gen) noexcept;

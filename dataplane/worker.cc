@@ -168,10 +168,13 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   const uint64_t t_parsed = rte_rdtsc();
 
   // Decide every frame, then prepare the tracked ones' conntrack probes
-  // (their bucket misses overlap), then act on each in order.
+  // (their bucket misses overlap), then act on each in order. The ways the
+  // lookups (and inserts) will touch are loaded for the whole burst first.
   uint64_t hits = 0, misses = 0, evictions = 0, pipeline_cycles = 0;
   Action acts[kBurst];
   SgPrepared ct[kBurst];
+  for (uint16_t i = 0; i < n; i++)
+    if (ok[i]) cache_.prefetch_way(hashes[i], key_bytes[i], s.generation);
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
     Action& a = acts[i];
