@@ -30,7 +30,7 @@ struct Config {
   std::string state_dir = "/var/lib/strait";
   std::string api_socket = "/run/strait/api.sock";
   std::vector<unsigned> worker_lcores = {1};    // [datapath] workers
-  uint32_t flow_cache_entries = 65536;          // per worker
+  uint32_t flow_cache_entries = 262144;         // per worker (32 MiB each)
   uint32_t idle_sleep_us = 0;                   // 0: busy-poll
   uint32_t mac_aging_s = 300;                   // learned physnet MACs expire after this idle time
   uint32_t rebalance_interval_s = 0;            // automatic rx-queue rebalance; 0: off

@@ -146,7 +146,8 @@ void Switch::poll_cache_dumps() {
       if (d.state[i] == 0 && slot.request()) d.state[i] = 1;
       // Stopped workers serve nothing: their cache is the control thread's to read.
       if (d.state[i] == 1 && !running_)
-        slot.serve(w.cache(), static_cast<uint32_t>(dp::read(w.stats().generation)));
+        while (!slot.ready())
+          slot.serve(w.cache(), static_cast<uint32_t>(dp::read(w.stats().generation)));
       if (d.state[i] == 1 && slot.ready()) {
         json entries = json::array();
         for (uint32_t e = 0; e < slot.size(); e++) {

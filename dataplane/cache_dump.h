@@ -5,7 +5,9 @@
 //
 //   control: request()  -- buffer set up, then requested_ (release)
 //   worker:  serve() once per loop iteration: one acquire load of requested_;
-//            when it moved, copy, then answered_ (release)
+//            when it moved, copy kBucketsPerServe buckets per call (a walk
+//            of the whole cache at once would stall the datapath for
+//            milliseconds), then answered_ (release)
 //   control: ready() (acquire) from its poll loop, then reads the copy
 //
 // Nothing per packet. The buffer belongs to the worker from request() until
@@ -30,6 +32,8 @@ class CacheDumpSlot {
   // Bound on one copy (~450 KiB): a dump is for reading, not for a full
   // cache of 64 Ki entries; live() still counts them all.
   static constexpr uint32_t kMaxEntries = 4096;
+  // Buckets walked per serve(): one probe line each, ~10 us.
+  static constexpr uint32_t kBucketsPerServe = 1024;
 
   // Control thread. Asks for a copy; false while the previous one is unanswered.
   bool request() {
@@ -49,26 +53,37 @@ class CacheDumpSlot {
   uint32_t live() const { return live_; }          // entries of the generation, copied or not
   uint32_t generation() const { return gen_; }    // the worker's generation at the copy
 
-  // The worker (or the control thread while workers are stopped), between
-  // bursts: copies the entries of generation gen when asked.
+  // The worker (or the control thread while workers are stopped, calling
+  // until ready()), between bursts: copies the entries of generation gen when
+  // asked, a slice of the cache per call. The generation is the one of the
+  // first slice: a publish during the walk leaves the entries it replaced
+  // out of the copy.
   void serve(const FlowCache& cache, uint32_t gen) noexcept {
     const uint32_t seq = requested_.load(std::memory_order_acquire);
     if (seq == answered_.load(std::memory_order_relaxed)) return;
-    n_ = live_ = 0;
-    gen_ = gen;
-    if (gen != 0) {  // 0 marks empty entries: no snapshot seen yet, nothing cached
-      cache.for_each(gen, [this, gen](const FlowKey& k, uint32_t key_bytes, const Action& a) {
-        if (n_ < kMaxEntries) buf_[n_++] = CacheDumpEntry{k, a, key_bytes, gen};
-        live_++;
-      });
+    if (seq != walking_) {  // a new request: start the walk
+      walking_ = seq;
+      next_ = n_ = live_ = 0;
+      gen_ = gen;
     }
-    answered_.store(seq, std::memory_order_release);
+    const uint32_t last = next_ + kBucketsPerServe;
+    if (gen_ != 0) {  // 0 marks empty entries: no snapshot seen yet, nothing cached
+      cache.for_each(gen_, next_, last,
+                     [this](const FlowKey& k, uint32_t key_bytes, const Action& a) {
+                       if (n_ < kMaxEntries) buf_[n_++] = CacheDumpEntry{k, a, key_bytes, gen_};
+                       live_++;
+                     });
+    }
+    next_ = last;
+    if (gen_ == 0 || next_ >= cache.buckets()) answered_.store(seq, std::memory_order_release);
   }
 
  private:
   // Written by the worker between a request and its answer, read by control after.
   std::unique_ptr<CacheDumpEntry[]> buf_;  // allocated by control, before the first request
   uint32_t n_ = 0, live_ = 0, gen_ = 0;
+  uint32_t walking_ = 0;  // the request being walked
+  uint32_t next_ = 0;     // its next bucket
   // Own cache lines: the worker reads requested_ every iteration, and
   // nothing else it reads that often should share a line with control's writes.
   alignas(64) std::atomic<uint32_t> requested_{0};  // control writes

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "dataplane/action.h"
 #include "dataplane/flow_key.h"
@@ -54,9 +55,15 @@ class FlowCache {
 
   uint32_t capacity() const { return n_buckets_ * kWays; }
 
-  // Visits every entry of generation gen (straitctl cache dump).
+  // Visits every entry of generation gen in buckets [first, last) (straitctl
+  // cache dump, a slice at a time).
   template <typename F>
-  void for_each(uint32_t gen, F&& f) const;
+  void for_each(uint32_t gen, uint32_t first, uint32_t last, F&& f) const;
+  template <typename F>
+  void for_each(uint32_t gen, F&& f) const {
+    for_each(gen, 0, n_buckets_, std::forward<F>(f));
+  }
+  uint32_t buckets() const { return n_buckets_; }
 
  private:
   struct Slot {
@@ -78,8 +85,8 @@ class FlowCache {
 };
 
 template <typename F>
-void FlowCache::for_each(uint32_t gen, F&& f) const {
-  for (uint32_t b = 0; b < n_buckets_; b++) {
+void FlowCache::for_each(uint32_t gen, uint32_t first, uint32_t last, F&& f) const {
+  for (uint32_t b = first; b < last && b < n_buckets_; b++) {
     const Bucket& k = buckets_[b];
     for (uint32_t w = 0; w < kWays; w++)
       if (k.gen[w] == gen) f(k.slot[w].key, k.key_bytes[w], k.slot[w].action);

@@ -49,7 +49,7 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(r->state_dir, "/var/lib/strait");
   EXPECT_EQ(r->api_socket, "/run/strait/api.sock");
   EXPECT_EQ(r->worker_lcores, std::vector<unsigned>{1});
-  EXPECT_EQ(r->flow_cache_entries, 65536u);
+  EXPECT_EQ(r->flow_cache_entries, 262144u);
   EXPECT_EQ(r->idle_sleep_us, 0u);
   EXPECT_TRUE(r->physnets.empty());
   EXPECT_EQ(r->worker_lcores, defaults.worker_lcores);
@@ -63,7 +63,7 @@ TEST(Config, PartialDatapathKeepsOtherDefaults) {
   auto r = parse("[datapath]\nidle_sleep_us = 100000\n");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->idle_sleep_us, 100000u);
-  EXPECT_EQ(r->flow_cache_entries, 65536u);
+  EXPECT_EQ(r->flow_cache_entries, 262144u);
   EXPECT_EQ(r->worker_lcores, std::vector<unsigned>{1});
 }
 

@@ -1,4 +1,5 @@
 #include "dataplane/flow_cache.h"
+#include "dataplane/cache_dump.h"
 
 #include <gtest/gtest.h>
 
@@ -388,6 +389,53 @@ TEST(FlowCacheTest, DifferentialAgainstUnorderedMap) {
   EXPECT_GE(gen, 10u);
   std::printf("hits %zu inserts %zu evictions %zu generations %u\n", hits, inserts, total_evictions,
               gen);
+}
+
+// straitctl cache dump copies the cache a slice per serve() call (the worker
+// calls it once per loop iteration): several calls for a large cache, every
+// live entry of the generation counted, each copied one a cached entry.
+TEST(CacheDump, CopiesTheWholeCacheASliceAtATime) {
+  FlowCache cache(1u << 16);  // 16384 buckets: 16 slices
+  Action a;
+  a.kind = ActionKind::kOutput;
+  std::unordered_map<uint32_t, bool> inserted;  // by source IP
+  for (uint32_t i = 0; i < 3000; i++) {
+    a.out_port = uint16_t(i);
+    cache.insert(make_flow(i, 1000), FlowCache::hash(make_flow(i, 1000), kFullKeyBytes),
+                 kFullKeyBytes, 7, a);
+  }
+  // Another generation's entries are not copied.
+  cache.insert(make_flow(99999, 1), FlowCache::hash(make_flow(99999, 1), kFullKeyBytes),
+               kFullKeyBytes, 6, a);
+  uint32_t live = 0;
+  cache.for_each(7, [&](const FlowKey&, uint32_t, const Action&) { live++; });
+
+  CacheDumpSlot slot;
+  ASSERT_TRUE(slot.request());
+  EXPECT_FALSE(slot.request()) << "one request at a time";
+  int calls = 0;
+  while (!slot.ready()) {
+    slot.serve(cache, 7);
+    ASSERT_LT(++calls, 1000);
+  }
+  EXPECT_EQ(calls, int(cache.buckets() / CacheDumpSlot::kBucketsPerServe));
+  EXPECT_EQ(slot.generation(), 7u);
+  EXPECT_EQ(slot.live(), live);
+  EXPECT_GT(live, 2900u);  // a few evicted by full buckets, no more
+  ASSERT_EQ(slot.size(), live);
+  for (uint32_t i = 0; i < slot.size(); i++) {
+    const CacheDumpEntry& e = slot.entries()[i];
+    uint32_t ip;
+    std::memcpy(&ip, e.key.nw_src, 4);
+    EXPECT_EQ(e.action.out_port, ip);
+    EXPECT_EQ(e.generation, 7u);
+    EXPECT_FALSE(inserted[ip]) << "copied twice: " << ip;
+    inserted[ip] = true;
+  }
+  // The next request walks again from the start.
+  ASSERT_TRUE(slot.request());
+  while (!slot.ready()) slot.serve(cache, 7);
+  EXPECT_EQ(slot.live(), live);
 }
 
 }  // namespace
