@@ -68,6 +68,22 @@ struct Cursor {
 
 inline uint16_t be16(rte_be16_t v) noexcept { return rte_be_to_cpu_16(v); }
 
+// Zeroes a key with five 16-byte stores and one 8-byte store. memset() of
+// the 88 bytes compiles to `rep stosq` under DPDK's -march=corei7, which
+// costs ~30 cycles to start on current cores: once per frame.
+inline void zero_key(FlowKey* key) noexcept {
+  using V16 = uint8_t __attribute__((vector_size(16), aligned(8)));
+  static_assert(sizeof(FlowKey) == 5 * 16 + 8 && alignof(FlowKey) == 8);
+  auto* p = reinterpret_cast<uint8_t*>(key);
+  *reinterpret_cast<V16*>(p) = V16{};
+  *reinterpret_cast<V16*>(p + 16) = V16{};
+  *reinterpret_cast<V16*>(p + 32) = V16{};
+  *reinterpret_cast<V16*>(p + 48) = V16{};
+  *reinterpret_cast<V16*>(p + 64) = V16{};
+  const uint64_t zero = 0;
+  std::memcpy(p + 80, &zero, sizeof zero);
+}
+
 inline bool is_vlan_tpid(uint16_t type) noexcept {
   return type == kEthTypeVlan || type == kEthTypeQinQ || type == kEthTypeQinQOld;
 }
@@ -290,7 +306,7 @@ DropReason parse_vxlan(Cursor& c, FlowKey* key, PacketMeta* meta) noexcept {
   std::memcpy(&tun_src, key->nw_src, sizeof(tun_src));
   std::memcpy(&tun_dst, key->nw_dst, sizeof(tun_dst));
 
-  std::memset(key, 0, sizeof(*key));
+  zero_key(key);
   key->in_port = in_port;
   key->tun_vni = rte_be_to_cpu_32(vx.vx_vni) >> 8;
   key->tun_src = tun_src;
@@ -313,7 +329,7 @@ DropReason parse_frame(const uint8_t* data, uint32_t len, uint32_t frame_len, ui
                        const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept {
   // Zeroed first and whole: the flow cache hashes and compares raw bytes,
   // padding included.
-  std::memset(key, 0, sizeof(*key));
+  zero_key(key);
   key->in_port = in_port;
   *meta = PacketMeta{};
   Cursor c{data, 0, frame_len < len ? len : frame_len, len};

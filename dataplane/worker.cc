@@ -171,8 +171,8 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   // (their bucket misses overlap), then act on each in order. The ways the
   // lookups (and inserts) will touch are loaded for the whole burst first.
   uint64_t hits = 0, misses = 0, evictions = 0, pipeline_cycles = 0;
-  Action acts[kBurst];
-  SgPrepared ct[kBurst];
+  Action* const acts = acts_;
+  SgPrepared* const ct = ct_;
   for (uint16_t i = 0; i < n; i++)
     if (ok[i]) cache_.prefetch_way(hashes[i], key_bytes[i], s.generation);
   for (uint16_t i = 0; i < n; i++) {

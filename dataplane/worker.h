@@ -17,14 +17,13 @@
 #include "dataplane/cache_dump.h"
 #include "dataplane/conntrack.h"
 #include "dataplane/flow_cache.h"
+#include "dataplane/sg_stage.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/stats.h"
 
 struct rte_mbuf;
 
 namespace strait::dp {
-
-struct SgPrepared;
 
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint16_t kMaxLearned = 8192;  // learned-MAC slots, switch-wide
@@ -163,6 +162,11 @@ class Worker {
   // By VTEP index: 1 + the second (DataplaneShared::now_sec) this worker
   // last asked ARP for the VTEP's next hop; 0 = never. This worker's only.
   std::unique_ptr<uint32_t[]> arp_asked_;
+  // process()'s per-frame decisions and conntrack probes: members, as
+  // locals their default initialisers ran for every burst (a `rep stosq`
+  // of 512 bytes and more); each is written before it is read.
+  Action acts_[kBurst];
+  SgPrepared ct_[kBurst];
 };
 
 }  // namespace strait::dp
