@@ -65,12 +65,30 @@ void vxlan_outer_template(const VtepConfig& vtep, RemoteVtep* remote) noexcept {
   remote->outer_ip_sum = __rte_raw_cksum(&h.ip, sizeof h.ip, 0);
 }
 
+// Per frame: seven crc32q over whole words of the key in three independent
+// chains (rte_hash_crc over the byte ranges took twice as long), the bytes
+// that may change within a flow masked out.
 uint32_t vxlan_flow_hash(const FlowKey& k) noexcept {
-  uint32_t h = rte_hash_crc(k.dl_dst, sizeof k.dl_dst + sizeof k.dl_src, 0);
-  h = rte_hash_crc_2byte(k.dl_type, h);
-  h = rte_hash_crc(k.nw_src, sizeof k.nw_src + sizeof k.nw_dst, h);
-  h = rte_hash_crc_1byte(k.nw_proto, h);
-  return rte_hash_crc_4byte((uint32_t(k.tp_src) << 16) | k.tp_dst, h);
+  static_assert(offsetof(FlowKey, dl_type) == 2 && offsetof(FlowKey, dl_src) == 10 &&
+                offsetof(FlowKey, nw_src) == 40 && offsetof(FlowKey, nw_dst) == 56 &&
+                offsetof(FlowKey, nw_proto) == 72 && offsetof(FlowKey, tp_src) == 76 &&
+                offsetof(FlowKey, tp_dst) == 78);
+  const auto* p = reinterpret_cast<const uint8_t*>(&k);
+  auto word = [p](size_t at) {
+    uint64_t w;
+    std::memcpy(&w, p + at, sizeof w);
+    return w;
+  };
+  constexpr uint64_t kNotInPort = ~uint64_t{0xffff};            // bytes 0-1: in_port
+  constexpr uint64_t kProtoPorts = 0xffffffff000000ffULL;       // nw_proto, tp_src, tp_dst
+  uint32_t a = rte_hash_crc_8byte(word(0) & kNotInPort, 0);     // dl_type, dl_dst
+  uint32_t b = rte_hash_crc_8byte(word(40), 1);                 // nw_src
+  uint32_t c = rte_hash_crc_8byte(word(56), 2);                 // nw_dst
+  a = rte_hash_crc_8byte(word(8), a);                           // dl_dst, dl_src
+  b = rte_hash_crc_8byte(word(48), b);
+  c = rte_hash_crc_8byte(word(64), c);
+  a = rte_hash_crc_8byte(word(72) & kProtoPorts, a);
+  return rte_hash_crc_8byte((uint64_t(b) << 32) | c, a);
 }
 
 rte_mbuf* vxlan_encap(rte_mbuf* m, rte_mempool* pool, const RemoteVtep& remote, uint32_t vni,
