@@ -27,4 +27,12 @@ DropReason parse_frame(const uint8_t* data, uint32_t len, uint16_t in_port,
 DropReason parse_frame(const uint8_t* data, uint32_t len, uint32_t frame_len, uint16_t in_port,
                        const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept;
 
+namespace detail {
+// parse_frame without its fast path for untagged IPv4 TCP/UDP frames: every
+// frame through the general parser. For the test that both decide alike.
+DropReason parse_frame_general(const uint8_t* data, uint32_t len, uint32_t frame_len,
+                               uint16_t in_port, const ParseOptions& opts, FlowKey* key,
+                               PacketMeta* meta) noexcept;
+}  // namespace detail
+
 }  // namespace strait::dp

@@ -701,8 +701,33 @@ TEST(ParseTest, VxlanInnerFrameErrorsKeepTheirReasons) {
 
 // ================================ hostile input at random ================================
 
+// parse_frame's fast path (untagged IPv4 TCP/UDP) decides every frame as the
+// general parser does: same verdict, same key and meta when it passes.
+void check_fast_path_agrees(const uint8_t* bytes, uint32_t len, uint32_t frame_len,
+                            uint16_t vxlan_port) {
+  auto buf = std::make_unique<uint8_t[]>(len + 1);  // +1: len may be 0
+  if (len != 0) std::memcpy(buf.get(), bytes, len);
+  ParseOptions opts;
+  opts.vxlan_port = vxlan_port;
+  FlowKey k1, k2;
+  PacketMeta m1, m2;
+  std::memset(&k1, 0x5a, sizeof k1);
+  std::memset(&m1, 0x5a, sizeof m1);
+  std::memset(&k2, 0xa5, sizeof k2);
+  std::memset(&m2, 0xa5, sizeof m2);
+  const DropReason fast = parse_frame(buf.get(), len, frame_len, kInPort, opts, &k1, &m1);
+  const DropReason general =
+      detail::parse_frame_general(buf.get(), len, frame_len, kInPort, opts, &k2, &m2);
+  ASSERT_EQ(drop_reason_name(fast), drop_reason_name(general));
+  if (fast != DropReason::kNone) return;
+  ASSERT_EQ(0, std::memcmp(&k1, &k2, sizeof k1)) << "keys differ";
+  ASSERT_EQ(0, std::memcmp(&m1, &m2, sizeof m1)) << "metas differ";
+}
+
 // What a successful parse promises whatever the input.
 void check_invariants(const uint8_t* bytes, size_t len, uint16_t vxlan_port) {
+  ASSERT_NO_FATAL_FAILURE(
+      check_fast_path_agrees(bytes, uint32_t(len), uint32_t(len), vxlan_port));
   Parsed p = parse(bytes, len, vxlan_port, 0xa5);
   if (p.reason != DropReason::kNone) return;
   Parsed q = parse(bytes, len, vxlan_port, 0x00);
@@ -752,6 +777,11 @@ TEST(ParseTest, RandomBytesNeverReadOutOfBounds) {
 
 TEST(ParseTest, TruncatedAndMutatedFramesNeverReadOutOfBounds) {
   auto corpus = make({
+      // The fast path's frames, and near misses of them.
+      eth() + "/" + kIp4 + ")/TCP(sport=1234,dport=80,flags='PA')/Raw(b'x'*20)",
+      eth() + "/" + kIp4 + ")/UDP(sport=1234,dport=4790)/Raw(b'x'*20)",
+      eth() + "/" + kIp4 + ")/TCP(sport=1,dport=2,options=[('MSS',1460),('NOP',None)])",
+      eth() + "/" + kIp4 + ")/UDP(sport=1,dport=2)",
       eth() + "/Dot1AD(vlan=1)/Dot1Q(vlan=2)/" + kIp4 +
           ",options=[IPOption_Router_Alert()])/TCP(options=[('MSS',1460)])",
       eth() + "/" + kIp4 + ",flags='MF')/UDP()/Raw(b'x'*8)",
@@ -779,6 +809,22 @@ TEST(ParseTest, TruncatedAndMutatedFramesNeverReadOutOfBounds) {
       if (rng() % 2) f.resize(rng() % (f.size() + 1));
       ASSERT_NO_FATAL_FAILURE(check_both_ways(f)) << "mutation " << i;
     }
+  }
+}
+
+// A chained frame's first segment, whatever its length and the whole
+// frame's: the fast path and the general parser agree.
+TEST(ParseTest, FastPathAgreesOnChainedFrames) {
+  const auto frames = make({
+      eth() + "/IP(src='10.0.0.1',dst='10.0.0.2')/UDP(sport=1,dport=2)/Raw(b'x'*200)",
+      eth() + "/IP(src='10.0.0.1',dst='10.0.0.2')/TCP(sport=1,dport=2,dataofs=8)/Raw(b'x'*200)",
+  });
+  for (const Frame& f : frames) {
+    const auto whole = uint32_t(f.size());
+    for (uint32_t len = 0; len <= 80; len++)
+      for (uint32_t frame_len : {len, uint32_t(40), uint32_t(54), uint32_t(66), whole, whole + 9})
+        ASSERT_NO_FATAL_FAILURE(check_fast_path_agrees(f.data(), len, frame_len, kVxlanPort))
+            << "len " << len << " frame_len " << frame_len;
   }
 }
 
