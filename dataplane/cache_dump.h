@@ -30,7 +30,7 @@ struct CacheDumpEntry {
 class CacheDumpSlot {
  public:
   // Bound on one copy (~450 KiB): a dump is for reading, not for a full
-  // cache of 64 Ki entries; live() still counts them all.
+  // cache of 256 Ki entries; live() still counts them all.
   static constexpr uint32_t kMaxEntries = 4096;
   // Buckets walked per serve(): one probe line each, ~10 us.
   static constexpr uint32_t kBucketsPerServe = 1024;
