@@ -1,10 +1,10 @@
 #include "control/dpdk_log.h"
 
-#include <cstdio>
-#include <string_view>
-
 #include <rte_log.h>
 #include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <string_view>
 
 namespace strait::ctl {
 namespace {

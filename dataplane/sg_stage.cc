@@ -10,14 +10,10 @@ namespace {
 SgVerdict pass(bool in_connection = false) { return {DropReason::kNone, in_connection}; }
 SgVerdict drop(DropReason r) { return {r, false}; }
 
-// The decision on new connections: the cached action's, with the rules it
-// left for later (pipeline_decide_deferred) applied now. Only packets of no
-// verified connection need it: established traffic never classifies.
-Action decided(const Snapshot& s, const FlowKey& key, const Action& a) {
-  return (a.flags & kActRulesPending) ? resolve_rules(s, key, a) : a;
-}
-
-// No connection to go by: the decision on new connections (decided()).
+// No connection to go by: the decision on new connections. `a` has its
+// rules applied (resolve_rules: the cached action of the worker leaves them
+// for later, and only packets of no verified connection get here, so
+// established traffic never classifies).
 SgVerdict as_new(const Action& a) {
   return (a.flags & kActNewOk) ? pass() : drop(a.reason);
 }
@@ -32,7 +28,7 @@ bool never_opens(const CtPacket& pkt) {
 }
 
 // A packet of no live connection: refused by the rules, or invalid, or it
-// opens one. `a` is decided().
+// opens one. `a` has its rules applied (resolve_rules).
 SgVerdict open(Conntrack& ct, const Snapshot& s, const Action& a, const CtPacket& pkt,
                uint64_t now_ms, uint16_t worker) {
   if (!(a.flags & kActNewOk)) {
@@ -61,11 +57,11 @@ SgVerdict open(Conntrack& ct, const Snapshot& s, const Action& a, const CtPacket
 SgVerdict established(Conntrack& ct, const Snapshot& s, const Action& a, const FlowKey& key,
                       const CtPacket& pkt, CtLookup l, uint64_t now_ms, uint16_t worker) {
   if (ct.update(l.entry, pkt, now_ms) == CtState::kNone)
-    return open(ct, s, decided(s, key, a), pkt, now_ms, worker);  // removed meanwhile: new
+    return open(ct, s, resolve_rules(s, key, a), pkt, now_ms, worker);  // removed meanwhile: new
   const uint32_t vg = Conntrack::verified_generation(l.entry);
   if (vg == s.generation) return pass(true);
   // vg 0: a SYN re-opened the entry with this packet's sender as opener.
-  const bool allowed = (vg == 0 || !l.reply) ? (decided(s, key, a).flags & kActNewOk) != 0
+  const bool allowed = (vg == 0 || !l.reply) ? (resolve_rules(s, key, a).flags & kActNewOk) != 0
                                              : sg_original_allowed(s, key, a.out_port);
   if (!allowed) {
     Conntrack::end(l.entry);
@@ -85,20 +81,20 @@ void sg_prepare(const Conntrack* ct, const Action& a, const FlowKey& key, const 
 
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
                    const SgPrepared& p, uint64_t now_ms, uint16_t worker) noexcept {
-  if (ct == nullptr) return as_new(decided(s, key, a));
+  if (ct == nullptr) return as_new(resolve_rules(s, key, a));
   const CtPacket& pkt = p.pkt;
   switch (pkt.kind) {
     case CtPacketKind::kUntracked:
-      return as_new(decided(s, key, a));
+      return as_new(resolve_rules(s, key, a));
     case CtPacketKind::kRelated:
       if (ct->lookup(p.probe, now_ms).entry) return pass(true);
-      return open(*ct, s, decided(s, key, a), pkt, now_ms, worker);  // never creates
+      return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker);  // never creates
     case CtPacketKind::kConn:
       break;
   }
   const CtLookup l = ct->lookup(p.probe, now_ms);
   if (l.entry) return established(*ct, s, a, key, pkt, l, now_ms, worker);
-  return open(*ct, s, decided(s, key, a), pkt, now_ms, worker);
+  return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker);
 }
 
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,

@@ -79,12 +79,12 @@ uint32_t vxlan_flow_hash(const FlowKey& k) noexcept {
     std::memcpy(&w, p + at, sizeof w);
     return w;
   };
-  constexpr uint64_t kNotInPort = ~uint64_t{0xffff};            // bytes 0-1: in_port
-  constexpr uint64_t kProtoPorts = 0xffffffff000000ffULL;       // nw_proto, tp_src, tp_dst
-  uint32_t a = rte_hash_crc_8byte(word(0) & kNotInPort, 0);     // dl_type, dl_dst
-  uint32_t b = rte_hash_crc_8byte(word(40), 1);                 // nw_src
-  uint32_t c = rte_hash_crc_8byte(word(56), 2);                 // nw_dst
-  a = rte_hash_crc_8byte(word(8), a);                           // dl_dst, dl_src
+  constexpr uint64_t kNotInPort = ~uint64_t{0xffff};         // bytes 0-1: in_port
+  constexpr uint64_t kProtoPorts = 0xffffffff000000ffULL;    // nw_proto, tp_src, tp_dst
+  uint32_t a = rte_hash_crc_8byte(word(0) & kNotInPort, 0);  // dl_type, dl_dst
+  uint32_t b = rte_hash_crc_8byte(word(40), 1);              // nw_src
+  uint32_t c = rte_hash_crc_8byte(word(56), 2);              // nw_dst
+  a = rte_hash_crc_8byte(word(8), a);                        // dl_dst, dl_src
   b = rte_hash_crc_8byte(word(48), b);
   c = rte_hash_crc_8byte(word(64), c);
   a = rte_hash_crc_8byte(word(72) & kProtoPorts, a);
