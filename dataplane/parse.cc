@@ -84,6 +84,14 @@ inline void zero_key(FlowKey* key) noexcept {
   std::memcpy(p + 80, &zero, sizeof zero);
 }
 
+// A key and meta as parsing starts: zeroed whole (the flow cache hashes and
+// compares raw bytes, padding included), the ingress port set.
+inline void start_key(FlowKey* key, uint16_t in_port, PacketMeta* meta) noexcept {
+  zero_key(key);
+  key->in_port = in_port;
+  *meta = PacketMeta{};
+}
+
 inline bool is_vlan_tpid(uint16_t type) noexcept {
   return type == kEthTypeVlan || type == kEthTypeQinQ || type == kEthTypeQinQOld;
 }
@@ -306,14 +314,12 @@ DropReason parse_vxlan(Cursor& c, FlowKey* key, PacketMeta* meta) noexcept {
   std::memcpy(&tun_src, key->nw_src, sizeof(tun_src));
   std::memcpy(&tun_dst, key->nw_dst, sizeof(tun_dst));
 
-  zero_key(key);
-  key->in_port = in_port;
+  start_key(key, in_port, meta);
   key->tun_vni = rte_be_to_cpu_32(vx.vx_vni) >> 8;
   key->tun_src = tun_src;
   key->tun_dst = tun_dst;
   key->tun_dport = dport;
   key->tun_flags = kTunValid;
-  *meta = PacketMeta{};
   meta->inner_ofs = static_cast<uint16_t>(c.ofs);
   return parse_l2_up(c, key, meta);
 }
@@ -392,11 +398,7 @@ DropReason parse_frame(const uint8_t* data, uint32_t len, uint16_t in_port,
 
 DropReason parse_frame(const uint8_t* data, uint32_t len, uint32_t frame_len, uint16_t in_port,
                        const ParseOptions& opts, FlowKey* key, PacketMeta* meta) noexcept {
-  // Zeroed first and whole: the flow cache hashes and compares raw bytes,
-  // padding included.
-  zero_key(key);
-  key->in_port = in_port;
-  *meta = PacketMeta{};
+  start_key(key, in_port, meta);  // parse_common writes into a started key
   const uint32_t end = frame_len < len ? len : frame_len;
   if (parse_common(data, len, end, opts, key, meta)) return DropReason::kNone;
   return parse_general(data, len, end, opts, key, meta);
@@ -405,9 +407,7 @@ DropReason parse_frame(const uint8_t* data, uint32_t len, uint32_t frame_len, ui
 DropReason detail::parse_frame_general(const uint8_t* data, uint32_t len, uint32_t frame_len,
                                        uint16_t in_port, const ParseOptions& opts, FlowKey* key,
                                        PacketMeta* meta) noexcept {
-  zero_key(key);
-  key->in_port = in_port;
-  *meta = PacketMeta{};
+  start_key(key, in_port, meta);
   return parse_general(data, len, frame_len < len ? len : frame_len, opts, key, meta);
 }
 
