@@ -33,7 +33,10 @@
 #                      bench/ovs.sh, installed as root on first use; when it
 #                      cannot be, the run goes on without it and says why),
 #                      plus strait_meson when built (the same Strait built
-#                      against meson-dpdk/'s DPDK: build-localdpdk/)
+#                      against meson-dpdk/'s DPDK: build-localdpdk/).
+#                      STRAITD_MESON=PATH runs that straitd as strait_meson
+#                      instead: two builds A/B'd rep by rep in one run, with
+#                      strait_meson/strait printed
 #   --no-huge          all DPDK processes use --no-huge (memfd) memory
 #   --huge             use 2 MB hugepages (default when root; reserves them
 #                      in /proc/sys/vm/nr_hugepages if needed, restores after)
@@ -74,7 +77,7 @@ shift
 
 REPS=5 DUR= WARM=
 SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2,vlan,vlan_sg,vxlan SWITCHES=ceiling,ovs,strait
-STRAITD_MESON=$(cd "$HERE/.." && pwd)/build-localdpdk/control/straitd  # meson-dpdk/build.sh
+STRAITD_MESON=${STRAITD_MESON:-$(cd "$HERE/.." && pwd)/build-localdpdk/control/straitd}  # meson-dpdk/build.sh
 [ -x "$STRAITD_MESON" ] && SWITCHES+=,strait_meson
 MEM=auto OUT= KEEP=0 QUICK=0
 CTL_SWITCHES=strait,ovs CTL_PORTS= CTL_REPS= CTL_CHANGES= CONTROL=1 THROUGHPUT=1
@@ -431,7 +434,7 @@ PYEOF
 }
 
 # strait_meson: the same switch, straitd built against meson-dpdk/'s DPDK.
-sw_strait_meson_desc() { echo "$STRAITD_MESON (meson-dpdk/'s DPDK), placed as strait"; }
+sw_strait_meson_desc() { echo "$STRAITD_MESON (meson-dpdk/'s DPDK unless STRAITD_MESON names another build), placed as strait"; }
 sw_strait_meson_check() {
     [ -x "$STRAITD_MESON" ] || { echo "run meson-dpdk/build.sh first ($STRAITD_MESON missing)"; return 1; }
     sw_strait_check
