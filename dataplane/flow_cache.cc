@@ -111,13 +111,13 @@ void FlowCache::prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) co
   uint32_t way = kWays;
   for (uint32_t w = 0; w < kWays; w++) {
     if (b.gen[w] != gen) {
-      if (way == kWays) way = w;  // where an insert would go, unless a way matches
+      if (way == kWays) way = w;  // where insert() would go, unless a way matches
     } else if (b.hash[w] == hash && b.key_bytes[w] == key_bytes) {
       way = w;
       break;
     }
   }
-  if (way == kWays) way = b.cursor;
+  if (way == kWays) way = b.cursor;  // insert()'s victim: keep the two choices alike
   const auto* p = reinterpret_cast<const uint8_t*>(&b.slot[way]);
   rte_prefetch0(p);
   rte_prefetch0(p + sizeof(Slot) - 1);
@@ -152,6 +152,7 @@ bool FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, ui
       return false;
     }
   }
+  // prefetch_way() makes this same choice ahead of time: keep the two alike.
   bool evicted = false;
   uint32_t w;
   if (free_way >= 0) {
