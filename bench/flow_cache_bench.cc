@@ -95,10 +95,11 @@ void BM_FlowCacheHit(benchmark::State& state) {
   const auto key_bytes = uint32_t(state.range(1));
   const uint32_t gen = 1;
   FlowCache cache(kCacheEntries);
+  bool evicted;
   FlowKey k = template_key();
   for (uint32_t f = 0; f < n_flows; f++) {
     write_flow(k, f);
-    cache.insert(k, FlowCache::hash(k, key_bytes), key_bytes, gen, Action{});
+    cache.insert(k, FlowCache::hash(k, key_bytes), key_bytes, gen, Action{}, &evicted);
   }
   const std::vector<uint32_t> seq = flow_sequence(n_flows);
   FlowKey burst[kBurst];
@@ -113,7 +114,7 @@ void BM_FlowCacheHit(benchmark::State& state) {
     pos += kBurst;
     for (uint32_t i = 0; i < kBurst; i++) hashes[i] = FlowCache::hash(burst[i], key_bytes);
     for (uint32_t i = 0; i < kBurst; i++) {
-      const Action* a = cache.lookup(burst[i], hashes[i], key_bytes, gen);
+      const CachedFlow* a = cache.lookup(burst[i], hashes[i], key_bytes, gen);
       benchmark::DoNotOptimize(a);
       hits += a != nullptr;
     }
@@ -137,9 +138,11 @@ void BM_FlowCacheMissInsert(benchmark::State& state) {
   FlowKey burst[kBurst];
   for (FlowKey& b : burst) b = template_key();
   uint32_t next_flow = 0;
+  bool evicted;
   for (; next_flow < 4 * kCacheEntries; next_flow++) {
     write_flow(burst[0], next_flow);
-    cache.insert(burst[0], FlowCache::hash(burst[0], key_bytes), key_bytes, gen, Action{});
+    cache.insert(burst[0], FlowCache::hash(burst[0], key_bytes), key_bytes, gen, Action{},
+                 &evicted);
   }
   uint32_t hashes[kBurst];
   uint64_t packets = 0, evictions = 0;
@@ -152,8 +155,10 @@ void BM_FlowCacheMissInsert(benchmark::State& state) {
     for (uint32_t i = 0; i < kBurst; i++) write_flow(burst[i], next_flow++);
     for (uint32_t i = 0; i < kBurst; i++) hashes[i] = FlowCache::hash(burst[i], key_bytes);
     for (uint32_t i = 0; i < kBurst; i++) {
-      if (!cache.lookup(burst[i], hashes[i], key_bytes, gen))
-        evictions += cache.insert(burst[i], hashes[i], key_bytes, gen, action);
+      if (!cache.lookup(burst[i], hashes[i], key_bytes, gen)) {
+        cache.insert(burst[i], hashes[i], key_bytes, gen, action, &evicted);
+        evictions += evicted;
+      }
     }
     packets += kBurst;
     tsc.burst_done(kBurst);

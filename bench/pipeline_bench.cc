@@ -94,10 +94,11 @@ void run(benchmark::State& state, uint32_t key_bytes, bool miss) {
       PacketMeta meta;
       parse_frame(f.data(), static_cast<uint32_t>(f.size()), 0, ParseOptions{}, &key, &meta);
       uint32_t h = FlowCache::hash(key, key_bytes);
-      const Action* a = cache.lookup(key, h, key_bytes, gen);
+      const CachedFlow* a = cache.lookup(key, h, key_bytes, gen);
       if (!a) {
         Action d = pipeline_decide(snap, key);
-        cache.insert(key, h, key_bytes, gen, d);
+        bool evicted;
+        cache.insert(key, h, key_bytes, gen, d, &evicted);
         benchmark::DoNotOptimize(d);
       } else {
         benchmark::DoNotOptimize(a);

@@ -350,7 +350,42 @@ CtLookup Conntrack::lookup(const CtProbe& p, uint64_t now_ms) const noexcept {
   uint64_t w = 0;
   CtEntry* e = find(p.key, p.hash, &w, [now_ms](uint64_t x) { return live_at(x, now_ms); });
   if (e == nullptr) return {};
-  return {e, p.src_hi != bool(w & kWordOrigHi)};
+  return {e, p.src_hi != bool(w & kWordOrigHi), p.src_hi};
+}
+
+bool ct_hintable(const CtPacket& pkt) noexcept {
+  return pkt.kind == CtPacketKind::kConn && pkt.tuple.proto != kIpProtoIcmp &&
+         pkt.tuple.proto != kIpProtoIcmpv6;
+}
+
+namespace {
+constexpr uint32_t kHintSrcHi = 1u << 31;
+}
+
+CtHint Conntrack::hint(const CtEntry* e, bool src_hi) const noexcept {
+  const uint32_t idx1 = uint32_t(e - &entries_[0]) + 1;
+  return {idx1 | (src_hi ? kHintSrcHi : 0), e->serial.load(std::memory_order_relaxed)};
+}
+
+void Conntrack::prefetch(CtHint h) const noexcept {
+  const uint32_t idx1 = h.ref & ~kHintSrcHi;
+  if (idx1 != 0 && idx1 <= capacity_) rte_prefetch0(&entries_[idx1 - 1]);
+}
+
+CtLookup Conntrack::lookup(CtHint h, uint64_t now_ms) const noexcept {
+  const uint32_t idx1 = h.ref & ~kHintSrcHi;
+  if (idx1 == 0 || idx1 > capacity_) return {};
+  CtEntry* e = &entries_[idx1 - 1];
+  // The word first (acquire), then the serial: create() writes a new
+  // life's serial before its first word (release), so a live word of a
+  // later life comes with that life's serial, and a stale hint misses.
+  // An earlier life's word is dead or expired: no match either. Between
+  // removal and reuse lies a grace period, so the entry cannot change life
+  // while the caller holds it.
+  const uint64_t w = e->word.load(std::memory_order_acquire);
+  if (!live_at(w, now_ms) || e->serial.load(std::memory_order_relaxed) != h.serial) return {};
+  const bool src_hi = h.ref & kHintSrcHi;
+  return {e, src_hi != bool(w & kWordOrigHi), src_hi};
 }
 
 CtLookup Conntrack::lookup(const CtTuple& t, uint64_t now_ms) const noexcept {
@@ -480,6 +515,10 @@ CtState Conntrack::update(CtEntry* e, const CtPacket& pkt, uint64_t now_ms) noex
   return apply(e, compare_endpoints(pkt.tuple) > 0, pkt, now_ms);
 }
 
+CtState Conntrack::update(const CtLookup& l, const CtPacket& pkt, uint64_t now_ms) noexcept {
+  return apply(l.entry, l.src_hi, pkt, now_ms);
+}
+
 void Conntrack::end(CtEntry* e) noexcept {
   uint64_t w = e->word.load(std::memory_order_acquire);
   while (!dead(w) && !e->word.compare_exchange_weak(w, with_expiry(w, 0), std::memory_order_acq_rel,
@@ -581,7 +620,7 @@ CtCreate Conntrack::create(const CtPacket& pkt, uint32_t rule_gen, uint64_t now_
   if (CtEntry* e = find(k, h, &w, [now_ms](uint64_t x) { return live_at(x, now_ms); })) {
     unlock_buckets(h);
     apply(e, src_hi, pkt, now_ms);
-    return {e, CtCreateStatus::kExisting, src_hi != bool(w & kWordOrigHi)};
+    return {e, CtCreateStatus::kExisting, src_hi != bool(w & kWordOrigHi), src_hi};
   }
   const uint64_t init = initial_word(pkt, src_hi, now_ms);
   // A timed-out or end()ed entry of this key not yet removed: re-open it in
@@ -590,13 +629,13 @@ CtCreate Conntrack::create(const CtPacket& pkt, uint32_t rule_gen, uint64_t now_
     if (live_at(w, now_ms)) {  // refreshed meanwhile by an update()
       unlock_buckets(h);
       apply(e, src_hi, pkt, now_ms);
-      return {e, CtCreateStatus::kExisting, src_hi != bool(w & kWordOrigHi)};
+      return {e, CtCreateStatus::kExisting, src_hi != bool(w & kWordOrigHi), src_hi};
     }
     if (e->word.compare_exchange_strong(w, init, std::memory_order_acq_rel)) {
       e->verified_gen.store(rule_gen, std::memory_order_relaxed);
       unlock_buckets(h);
       bump_counter(c.reopened);
-      return {e, CtCreateStatus::kCreated, false};
+      return {e, CtCreateStatus::kCreated, false, src_hi};
     }
   }
   const uint32_t idx1 = pop_free();
@@ -608,7 +647,10 @@ CtCreate Conntrack::create(const CtPacket& pkt, uint32_t rule_gen, uint64_t now_
   CtEntry* e = &entries_[idx1 - 1];
   e->key = k;  // unreachable until link(): no reader can see it yet
   e->verified_gen.store(rule_gen, std::memory_order_relaxed);
-  e->word.store(init, std::memory_order_relaxed);
+  // A new life: hints of the last one stop matching. The serial before the
+  // live word, which releases it (lookup(CtHint) reads them the other way).
+  e->serial.store(e->serial.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  e->word.store(init, std::memory_order_release);
   if (!link(h, idx1)) {
     unlock_buckets(h);
     push_free(idx1, idx1);  // never published: reusable at once
@@ -618,7 +660,7 @@ CtCreate Conntrack::create(const CtPacket& pkt, uint32_t rule_gen, uint64_t now_
   }
   unlock_buckets(h);
   bump_counter(c.created);
-  return {e, CtCreateStatus::kCreated, false};
+  return {e, CtCreateStatus::kCreated, false, src_hi};
 }
 
 // ---- removal (control thread) ------------------------------------------------------

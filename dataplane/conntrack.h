@@ -184,12 +184,33 @@ struct alignas(64) CtEntry {
   // Any thread, relaxed: a stale read only causes one more re-check.
   std::atomic<uint32_t> verified_gen{0};
   std::atomic<uint32_t> next_free{0};  // free / limbo list link (index + 1)
+  // Which life of the entry this is: create() changes it before a popped
+  // entry gets its new key, so a CtHint of an earlier life stops matching.
+  std::atomic<uint32_t> serial{0};
 };
 
 struct CtLookup {
   CtEntry* entry = nullptr;  // null: no live entry
   bool reply = false;        // the tuple goes from the answering side
+  bool src_hi = false;       // the tuple's source is the key's hi endpoint
 };
+
+// A worker's memo of the entry a flow's packets belong to, kept with the
+// flow (FlowCache) so that its next packet skips key, hash and bucket probe
+// (VPP's session index in the ACL plugin's flow cache). Only for flows whose
+// key names one connection (ct_hintable). A stale hint never misleads: it
+// matches only the same life of the same entry (CtEntry::serial), which
+// keeps its key; lookup(CtHint) then answers "no live entry" and the caller
+// probes by key.
+struct CtHint {
+  uint32_t ref = 0;  // entry index + 1, 0 = none; top bit: src_hi
+  uint32_t serial = 0;
+  bool operator==(const CtHint&) const = default;
+};
+
+// Whether every packet of a flow-cache entry (full key) belongs to the same
+// connection: not ICMP, whose connection is named by an id in the payload.
+bool ct_hintable(const CtPacket& pkt) noexcept;
 
 struct CtProbe {
   CtKey key;
@@ -209,6 +230,7 @@ struct CtCreate {
   CtEntry* entry = nullptr;
   CtCreateStatus status = CtCreateStatus::kInvalid;
   bool reply = false;
+  bool src_hi = false;  // as CtLookup::src_hi
 };
 
 struct CtStats {
@@ -246,6 +268,14 @@ class Conntrack {
   // entries whose signature matches (hides the second dependent miss).
   void prefetch_entries(const CtProbe& p) const noexcept;
   CtLookup lookup(const CtProbe& p, uint64_t now_ms) const noexcept;
+  // By hint: the entry it names when that is still the same life and live,
+  // else nothing (probe by key then). prefetch() loads the entry ahead.
+  CtLookup lookup(CtHint h, uint64_t now_ms) const noexcept;
+  void prefetch(CtHint h) const noexcept;
+  // The hint of a live entry the caller found or created for a tuple whose
+  // source is the key's hi endpoint when src_hi; valid until its next
+  // quiescent report like the pointer, and matching after that.
+  CtHint hint(const CtEntry* e, bool src_hi) const noexcept;
 
   // Opens the connection of pkt (kind kConn) once the rules allowed it, with
   // rule generation rule_gen. An existing live entry is returned instead
@@ -259,6 +289,8 @@ class Conntrack {
   // it with the SYN's sender as originator and verified generation 0, so
   // the pipeline checks the new opener against the rules (F10 path).
   CtState update(CtEntry* e, const CtPacket& pkt, uint64_t now_ms) noexcept;
+  // The same for the entry of a lookup (its src_hi saves comparing endpoints).
+  CtState update(const CtLookup& l, const CtPacket& pkt, uint64_t now_ms) noexcept;
 
   // F10: the rule generation e was last allowed at, and marking it after a
   // re-check. end() closes a connection now (its rules no longer allow it):

@@ -123,8 +123,8 @@ void FlowCache::prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) co
   rte_prefetch0(p + sizeof(Slot) - 1);
 }
 
-const Action* FlowCache::lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
-                                uint32_t gen) noexcept {
+CachedFlow* FlowCache::lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
+                              uint32_t gen) noexcept {
   assert(gen != 0 && "generation 0 marks an empty entry");
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");
   Bucket& b = buckets_[hash & mask_];
@@ -132,13 +132,13 @@ const Action* FlowCache::lookup(const FlowKey& key, uint32_t hash, uint32_t key_
     // Rejected on the probe line before the way's own lines are touched.
     if (b.hash[w] == hash && b.gen[w] == gen && b.key_bytes[w] == key_bytes &&
         keys_equal(b.slot[w].key, key, key_bytes))
-      return &b.slot[w].action;
+      return &b.slot[w].flow;
   }
   return nullptr;
 }
 
-bool FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, uint32_t gen,
-                       const Action& action) noexcept {
+CachedFlow* FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
+                              uint32_t gen, const Action& action, bool* evicted) noexcept {
   assert(gen != 0 && "generation 0 marks an empty entry");
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");
   Bucket& b = buckets_[hash & mask_];
@@ -148,12 +148,13 @@ bool FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, ui
       if (free_way < 0) free_way = int(w);
     } else if (b.hash[w] == hash && b.key_bytes[w] == key_bytes &&
                keys_equal(b.slot[w].key, key, key_bytes)) {
-      b.slot[w].action = action;  // already cached under gen: refresh in place
-      return false;
+      b.slot[w].flow.action = action;  // already cached under gen: refresh in place
+      *evicted = false;
+      return &b.slot[w].flow;
     }
   }
   // prefetch_way() makes this same choice ahead of time: keep the two alike.
-  bool evicted = false;
+  *evicted = false;
   uint32_t w;
   if (free_way >= 0) {
     w = uint32_t(free_way);
@@ -161,16 +162,16 @@ bool FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, ui
     // Every way is live: replace the oldest insertion (round robin).
     w = b.cursor;
     b.cursor = (b.cursor + 1) & (kWays - 1);
-    evicted = true;
+    *evicted = true;
   }
   // The whole key, though only key_bytes are compared: a dump of an L2-scope
   // entry then shows the packet that created it.
   b.slot[w].key = key;
-  b.slot[w].action = action;
+  b.slot[w].flow = {action, CtHint{}};
   b.hash[w] = hash;
   b.gen[w] = gen;
   b.key_bytes[w] = key_bytes;
-  return evicted;
+  return &b.slot[w].flow;
 }
 
 void FlowCache::clear() noexcept {

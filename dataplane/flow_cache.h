@@ -18,10 +18,19 @@
 #include <utility>
 
 #include "dataplane/action.h"
+#include "dataplane/conntrack.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/huge_array.h"
 
 namespace strait::dp {
+
+// What the cache holds for a key.
+struct CachedFlow {
+  Action action;
+  // The connection the flow's packets belong to, as the worker last found
+  // it (SgVerdict::hint); none when inserted.
+  CtHint ct;
+};
 
 class FlowCache {
  public:
@@ -44,13 +53,15 @@ class FlowCache {
   // lookups and inserts that follow find their lines loaded.
   void prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) const noexcept;
 
-  // The action cached for this key under generation gen, or nullptr.
-  const Action* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
-                       uint32_t gen) noexcept;
-  // Caches action for key under gen. Returns true when a live entry (same
-  // generation, other key) had to be evicted.
-  bool insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, uint32_t gen,
-              const Action& action) noexcept;
+  // What is cached for this key under generation gen, or nullptr. The
+  // pointer stays this key's until the next insert() that evicts.
+  CachedFlow* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
+                     uint32_t gen) noexcept;
+  // Caches action for key under gen and returns the entry; *evicted: a live
+  // entry (same generation, other key) had to make room (the pointer of
+  // an earlier lookup may now name this key).
+  CachedFlow* insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, uint32_t gen,
+                     const Action& action, bool* evicted) noexcept;
   void clear() noexcept;
 
   uint32_t capacity() const { return n_buckets_ * kWays; }
@@ -68,7 +79,7 @@ class FlowCache {
  private:
   struct Slot {
     FlowKey key;
-    Action action;
+    CachedFlow flow;
   };
   struct alignas(64) Bucket {
     // The probe line.
@@ -79,6 +90,7 @@ class FlowCache {
     alignas(64) Slot slot[kWays];
   };
   static_assert(offsetof(Bucket, slot) == 64, "the probe line is the bucket's first");
+  static_assert(sizeof(Bucket) == 512, "four slots and the probe line in eight lines");
   HugeArray<Bucket> buckets_;
   uint32_t n_buckets_ = 0;
   uint32_t mask_ = 0;
@@ -89,7 +101,7 @@ void FlowCache::for_each(uint32_t gen, uint32_t first, uint32_t last, F&& f) con
   for (uint32_t b = first; b < last && b < n_buckets_; b++) {
     const Bucket& k = buckets_[b];
     for (uint32_t w = 0; w < kWays; w++)
-      if (k.gen[w] == gen) f(k.slot[w].key, k.key_bytes[w], k.slot[w].action);
+      if (k.gen[w] == gen) f(k.slot[w].key, k.key_bytes[w], k.slot[w].flow.action);
   }
 }
 

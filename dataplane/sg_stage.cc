@@ -10,6 +10,13 @@ namespace {
 SgVerdict pass(bool in_connection = false) { return {DropReason::kNone, in_connection}; }
 SgVerdict drop(DropReason r) { return {r, false}; }
 
+// Keeps the flow's hint pointing at e (only what a ct_hintable packet found).
+void remember(const Conntrack& ct, const CtPacket& pkt, CtEntry* e, bool src_hi, CtHint* hint) {
+  if (hint == nullptr || !ct_hintable(pkt)) return;
+  const CtHint h = ct.hint(e, src_hi);
+  if (!(*hint == h)) *hint = h;
+}
+
 // No connection to go by: the decision on new connections. `a` has its
 // rules applied (resolve_rules: the cached action of the worker leaves them
 // for later, and only packets of no verified connection get here, so
@@ -30,7 +37,7 @@ bool never_opens(const CtPacket& pkt) {
 // A packet of no live connection: refused by the rules, or invalid, or it
 // opens one. `a` has its rules applied (resolve_rules).
 SgVerdict open(Conntrack& ct, const Snapshot& s, const Action& a, const CtPacket& pkt,
-               uint64_t now_ms, uint16_t worker) {
+               uint64_t now_ms, uint16_t worker, CtHint* hint) {
   if (!(a.flags & kActNewOk)) {
     if (!never_opens(pkt)) return drop(a.reason);
     // Invalid rather than denied: it belongs to no connection and could
@@ -40,9 +47,11 @@ SgVerdict open(Conntrack& ct, const Snapshot& s, const Action& a, const CtPacket
     return drop(DropReason::kCtInvalid);
   }
   if (pkt.kind != CtPacketKind::kConn) return pass();  // a related error the rules allow
-  switch (ct.create(pkt, s.generation, now_ms, worker).status) {
+  const CtCreate c = ct.create(pkt, s.generation, now_ms, worker);
+  switch (c.status) {
     case CtCreateStatus::kCreated:
     case CtCreateStatus::kExisting:
+      remember(ct, pkt, c.entry, c.src_hi, hint);
       return pass();
     case CtCreateStatus::kFull:
       return drop(DropReason::kCtFull);
@@ -52,12 +61,14 @@ SgVerdict open(Conntrack& ct, const Snapshot& s, const Action& a, const CtPacket
   return drop(DropReason::kCtInvalid);
 }
 
-// A packet of live connection e: refresh it, and re-check it when the rules
-// changed since they last allowed it (F10).
+// A packet of live connection l.entry: refresh it, and re-check it when the
+// rules changed since they last allowed it (F10).
 SgVerdict established(Conntrack& ct, const Snapshot& s, const Action& a, const FlowKey& key,
-                      const CtPacket& pkt, CtLookup l, uint64_t now_ms, uint16_t worker) {
-  if (ct.update(l.entry, pkt, now_ms) == CtState::kNone)
-    return open(ct, s, resolve_rules(s, key, a), pkt, now_ms, worker);  // removed meanwhile: new
+                      const CtPacket& pkt, CtLookup l, uint64_t now_ms, uint16_t worker,
+                      CtHint* hint) {
+  if (ct.update(l, pkt, now_ms) == CtState::kNone)  // removed meanwhile: new
+    return open(ct, s, resolve_rules(s, key, a), pkt, now_ms, worker, hint);
+  remember(ct, pkt, l.entry, l.src_hi, hint);
   const uint32_t vg = Conntrack::verified_generation(l.entry);
   if (vg == s.generation) return pass(true);
   // vg 0: a SYN re-opened the entry with this packet's sender as opener.
@@ -74,13 +85,21 @@ SgVerdict established(Conntrack& ct, const Snapshot& s, const Action& a, const F
 }  // namespace
 
 void sg_prepare(const Conntrack* ct, const Action& a, const FlowKey& key, const uint8_t* l4,
-                uint32_t l4_len, SgPrepared* p) noexcept {
+                uint32_t l4_len, CtHint hint, SgPrepared* p) noexcept {
   ct_packet_from_key(key, a.lvlan, l4, l4_len, &p->pkt);
-  if (ct != nullptr && p->pkt.kind != CtPacketKind::kUntracked) ct->probe(p->pkt.tuple, &p->probe);
+  p->hint = {};
+  if (ct == nullptr || p->pkt.kind == CtPacketKind::kUntracked) return;
+  if (hint.ref != 0 && ct_hintable(p->pkt)) {
+    p->hint = hint;
+    ct->prefetch(hint);
+  } else {
+    ct->probe(p->pkt.tuple, &p->probe);
+  }
 }
 
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
-                   const SgPrepared& p, uint64_t now_ms, uint16_t worker) noexcept {
+                   const SgPrepared& p, uint64_t now_ms, uint16_t worker,
+                   CtHint* hint) noexcept {
   if (ct == nullptr) return as_new(resolve_rules(s, key, a));
   const CtPacket& pkt = p.pkt;
   switch (pkt.kind) {
@@ -88,20 +107,30 @@ SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const Flow
       return as_new(resolve_rules(s, key, a));
     case CtPacketKind::kRelated:
       if (ct->lookup(p.probe, now_ms).entry) return pass(true);
-      return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker);  // never creates
+      return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker, hint);  // never creates
     case CtPacketKind::kConn:
       break;
   }
-  const CtLookup l = ct->lookup(p.probe, now_ms);
-  if (l.entry) return established(*ct, s, a, key, pkt, l, now_ms, worker);
-  return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker);
+  CtLookup l;
+  if (p.hint.ref != 0) l = ct->lookup(p.hint, now_ms);
+  if (!l.entry) {
+    if (p.hint.ref == 0) {
+      l = ct->lookup(p.probe, now_ms);
+    } else {  // a stale hint: its connection ended, maybe another took its place
+      CtProbe probe;
+      ct->probe(pkt.tuple, &probe);
+      l = ct->lookup(probe, now_ms);
+    }
+  }
+  if (l.entry) return established(*ct, s, a, key, pkt, l, now_ms, worker, hint);
+  return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker, hint);
 }
 
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
                    const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept {
   SgPrepared p;
-  sg_prepare(ct, a, key, l4, l4_len, &p);
-  return sg_track(s, ct, a, key, p, now_ms, worker);
+  sg_prepare(ct, a, key, l4, l4_len, CtHint{}, &p);
+  return sg_track(s, ct, a, key, p, now_ms, worker, nullptr);
 }
 
 bool sg_in_connection(const Conntrack* ct, const FlowKey& key, uint16_t zone, const uint8_t* l4,

@@ -50,19 +50,27 @@ struct SgVerdict {
 // prepares every tracked packet of a burst, then tracks them in order.
 struct SgPrepared {
   CtPacket pkt;
-  CtProbe probe;  // of pkt.tuple (kConn, kRelated)
+  CtHint hint;    // the flow's, when the packet may go by it (ct_hintable): no probe made
+  CtProbe probe;  // of pkt.tuple (kConn, kRelated), unless hint
 };
 
 // `l4` points at the L4 header (PacketMeta::l4_ofs; null when there is none)
-// with l4_len bytes readable. Prefetches the entry's buckets.
+// with l4_len bytes readable. `hint`: what sg_track left for an earlier
+// packet of this flow (kept with its full key), else none.
+// Prefetches the hinted entry, or else the entry's buckets.
 void sg_prepare(const Conntrack* ct, const Action& a, const FlowKey& key, const uint8_t* l4,
-                uint32_t l4_len, SgPrepared* p) noexcept;
+                uint32_t l4_len, CtHint hint, SgPrepared* p) noexcept;
 
 // What conntrack makes of one packet whose action has kActTrack, prepared by
 // sg_prepare (a create() of an earlier packet of the burst is seen: the
 // lookup happens here). `worker` < CtConfig::n_workers, one thread per id.
+// `hint`: where the flow keeps its connection's hint (null: nowhere); set
+// to the live connection a ct_hintable packet opened or belongs to, so the
+// flow's next packets start from it. (An out parameter: returned in the
+// verdict, the 12-byte struct went through the stack and its reload
+// stalled on the narrower stores.)
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
-                   const SgPrepared& p, uint64_t now_ms, uint16_t worker) noexcept;
+                   const SgPrepared& p, uint64_t now_ms, uint16_t worker, CtHint* hint) noexcept;
 // Both at once, for a single packet.
 SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const FlowKey& key,
                    const uint8_t* l4, uint32_t l4_len, uint64_t now_ms, uint16_t worker) noexcept;

@@ -180,22 +180,32 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   uint64_t hits = 0, misses = 0, evictions = 0, pipeline_cycles = 0;
   Action* const acts = acts_;
   SgPrepared* const ct = ct_;
+  CachedFlow** const flows = flows_;
   for (uint16_t i = 0; i < n; i++)
     if (ok[i]) cache_.prefetch_way(hashes[i], key_bytes[i], s.generation);
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
     Action& a = acts[i];
-    if (const Action* cached = cache_.lookup(keys[i], hashes[i], key_bytes[i], s.generation)) {
-      a = *cached;  // copied: a later insert in this burst may reuse the entry
+    CachedFlow* f = cache_.lookup(keys[i], hashes[i], key_bytes[i], s.generation);
+    if (f) {
+      a = f->action;  // copied: a later insert in this burst may reuse the entry
       hits++;
     } else {
       const uint64_t t_miss = rte_rdtsc();
       a = pipeline_decide_deferred(s, keys[i]);  // sg_track applies the rules when needed
-      evictions += cache_.insert(keys[i], hashes[i], key_bytes[i], s.generation, a);
+      bool evicted;
+      f = cache_.insert(keys[i], hashes[i], key_bytes[i], s.generation, a, &evicted);
+      if (evicted) {
+        evictions++;
+        for (uint16_t j = 0; j < i; j++)  // their entry is this key's now
+          if (flows[j] == f) flows[j] = nullptr;
+      }
       misses++;
       if (a.flags & kActLearn) learn(s, keys[i], a);
       pipeline_cycles += rte_rdtsc() - t_miss;
     }
+    // Conntrack hints only for flows keyed in full (the key names the tuple).
+    flows[i] = key_bytes[i] == kFullKeyBytes ? f : nullptr;
   }
   const uint64_t t_decided = rte_rdtsc();
   for (uint16_t i = 0; i < n; i++) {
@@ -205,11 +215,12 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
       // Offsets of the frame as received: a VXLAN frame's inner L4 header
       // stays where it is when execute() strips the outer headers.
       const uint8_t* l4 = l4_of(pkts[i], meta[i], &l4_len);
-      sg_prepare(shared_->ct, a, keys[i], l4, l4_len, &ct[i]);
+      sg_prepare(shared_->ct, a, keys[i], l4, l4_len, flows[i] ? flows[i]->ct : CtHint{},
+                 &ct[i]);
     }
   }
   for (uint16_t i = 0; i < n; i++)
-    if (ok[i]) execute(s, pkts[i], keys[i], meta[i], acts[i], &ct[i]);
+    if (ok[i]) execute(s, pkts[i], keys[i], meta[i], acts[i], &ct[i], flows[i]);
   const uint64_t t_done = rte_rdtsc();
   bump(stats_->cache_hits, hits);
   bump(stats_->cache_misses, misses);
@@ -248,7 +259,8 @@ static PacketMeta inner_meta(const PacketMeta& outer) noexcept {
 }
 
 void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
-                     const PacketMeta& rx_meta, const Action& a, const SgPrepared* ct) noexcept {
+                     const PacketMeta& rx_meta, const Action& a, const SgPrepared* ct,
+                     CachedFlow* flow) noexcept {
   if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
   if (a.kind == ActionKind::kVtepArp) return vtep_arp(s, m, key);
   if (a.kind == ActionKind::kArpReply) return arp_reply(s, m, key, a);
@@ -263,7 +275,8 @@ void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
     return drop(m, key.in_port, DropReason::kMtuExceeded);
   int in_conn = -1;
   if (a.flags & kActTrack) {
-    const SgVerdict v = sg_track(s, shared_->ct, a, key, *ct, now_ms_, id_);
+    const SgVerdict v =
+        sg_track(s, shared_->ct, a, key, *ct, now_ms_, id_, flow ? &flow->ct : nullptr);
     if (v.drop != DropReason::kNone) return drop(m, key.in_port, v.drop);
     in_conn = v.in_connection;
   }

@@ -115,9 +115,10 @@ class Worker {
   // tsc: when the burst was read; returns the TSC after its actions.
   uint64_t process(const Snapshot& s, const PortEntry& in, uint16_t in_idx, rte_mbuf** pkts,
                    uint16_t n, uint64_t tsc) noexcept;
-  // ct: the packet's conntrack probe (sg_prepare) when a has kActTrack.
+  // ct: the packet's conntrack probe (sg_prepare) when a has kActTrack;
+  // flow: its cache entry, which keeps the connection's hint (null: none).
   void execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
-               const Action& a, const SgPrepared* ct) noexcept;
+               const Action& a, const SgPrepared* ct, CachedFlow* flow) noexcept;
   // in_conn: -1 unknown (sender not tracked), else whether the packet belongs
   // to a live connection (flood targets with port security).
   void flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
@@ -167,6 +168,7 @@ class Worker {
   // of 512 bytes and more); each is written before it is read.
   Action acts_[kBurst];
   SgPrepared ct_[kBurst];
+  CachedFlow* flows_[kBurst];  // each frame's cache entry, while it is still its key's
 };
 
 }  // namespace strait::dp

@@ -648,6 +648,61 @@ TEST(ConntrackRules, GenerationMarkAndEndF10) {
   EXPECT_EQ(ct.stats().entries, 0u);
 }
 
+// ---- hints: a flow's memo of its entry ---------------------------------------------
+
+TEST(ConntrackHint, NamesOneLifeOfOneEntry) {
+  Conntrack ct(config(1));  // one entry: the next connection reuses it
+  const CtTuple ab = v4(kA, 4000, kB, 53, kIpProtoUdp), ba = reversed(ab);
+  const CtCreate c = ct.create(pkt(ab), 1, 0, 0);
+  ASSERT_EQ(c.status, CtCreateStatus::kCreated);
+  const CtHint fwd = ct.hint(c.entry, c.src_hi);
+  CtLookup by_key = ct.lookup(ba, 0);
+  const CtHint rev = ct.hint(by_key.entry, by_key.src_hi);
+  EXPECT_NE(fwd, rev);  // one entry, two directions
+  for (auto [h, t] : {std::pair{fwd, ab}, std::pair{rev, ba}}) {
+    const CtLookup a = ct.lookup(h, 0), b = ct.lookup(t, 0);
+    EXPECT_EQ(a.entry, c.entry);
+    EXPECT_EQ(a.reply, b.reply);
+    EXPECT_EQ(a.src_hi, b.src_hi);
+  }
+  EXPECT_TRUE(ct.lookup(rev, 0).reply);
+  EXPECT_EQ(ct.update(ct.lookup(rev, 0), pkt(ba), 0), CtState::kUdpReplied);
+  // No hint, or a made-up one, finds nothing.
+  EXPECT_EQ(ct.lookup(CtHint{}, 0).entry, nullptr);
+  EXPECT_EQ(ct.lookup(CtHint{2, fwd.serial}, 0).entry, nullptr);  // past the table
+  // Expired: nothing, though the entry is still there.
+  EXPECT_EQ(ct.lookup(fwd, 200 * kSec).entry, nullptr);
+  // Ended (F10): nothing; re-opened in place for the same key: found again.
+  Conntrack::end(c.entry);
+  EXPECT_EQ(ct.lookup(fwd, 0).entry, nullptr);
+  ASSERT_EQ(ct.create(pkt(ab), 2, 0, 0).entry, c.entry);
+  EXPECT_EQ(ct.lookup(fwd, 0).entry, c.entry);
+  // Removed, and the entry given to another connection after the grace
+  // period: the old hints never find the new connection.
+  Conntrack::end(c.entry);
+  ASSERT_EQ(ct.expire(0), 1u);
+  ASSERT_TRUE(ct.retire_begin());
+  ct.retire_end();
+  const CtTuple other = v4(kA, 4001, kB, 53, kIpProtoUdp);
+  const CtCreate c2 = ct.create(pkt(other), 3, 0, 0);
+  ASSERT_EQ(c2.entry, c.entry);
+  EXPECT_EQ(ct.lookup(fwd, 0).entry, nullptr);
+  EXPECT_EQ(ct.lookup(rev, 0).entry, nullptr);
+  EXPECT_EQ(ct.lookup(ct.hint(c2.entry, c2.src_hi), 0).entry, c2.entry);
+}
+
+TEST(ConntrackHint, OnlyForPacketsTheFlowKeyNames) {
+  EXPECT_TRUE(ct_hintable(pkt(v4(kA, 1, kB, 2, kIpProtoUdp))));
+  EXPECT_TRUE(ct_hintable(pkt(v4(kA, 1, kB, 2, kIpProtoTcp))));
+  EXPECT_TRUE(ct_hintable(pkt(v4(kA, 0, kB, 0, 47))));  // GRE: addresses alone
+  // ICMP queries are told apart by an id in the payload, not in the key.
+  EXPECT_FALSE(ct_hintable(pkt(v4(kA, 1, kB, 8, kIpProtoIcmp))));
+  EXPECT_FALSE(ct_hintable(pkt(v4(kA, 1, kB, 128, kIpProtoIcmpv6))));
+  CtPacket related = pkt(v4(kA, 1, kB, 2, kIpProtoUdp));
+  related.kind = CtPacketKind::kRelated;
+  EXPECT_FALSE(ct_hintable(related));
+}
+
 // ---- stress: workers look up, create and update while the control thread
 // expires, flushes and recycles entries under rte_rcu_qsbr ---------------------------
 
@@ -675,24 +730,35 @@ TEST(ConntrackStress, ConcurrentLookupCreateExpireWithRcu) {
     rte_rcu_qsbr_thread_register(qsbr, id);
     rte_rcu_qsbr_thread_online(qsbr, id);
     std::mt19937 rng(id);
+    std::vector<CtHint> hints(2 * kKeys);  // by key and direction, kept across bursts
     uint64_t n = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       for (int b = 0; b < 32; b++) {  // a "burst"
         const uint64_t now = clock_ms.load(std::memory_order_relaxed);
-        CtTuple t = keys[rng() % kKeys];
-        if (rng() & 1) t = reversed(t);
+        const uint32_t ki = rng() % kKeys;
+        const bool rev = rng() & 1;
+        CtTuple t = keys[ki];
+        if (rev) t = reversed(t);
         const uint8_t flags = t.proto == kIpProtoTcp ? uint8_t((rng() % 4 == 0) ? kSyn : kAck) : 0;
-        CtLookup l = ct.lookup(t, now);
+        // As the datapath does: the flow's hint first (every other time,
+        // so both ways of finding an entry race), then by key.
+        CtHint& hint = hints[2 * ki + rev];
+        CtLookup l = (n & 1) ? ct.lookup(hint, now) : CtLookup{};
+        if (l.entry == nullptr) l = ct.lookup(t, now);
         if (l.entry) {
           bool hi;
           // The key we matched must be the tuple's: a reused entry read
-          // before its grace period ended would show another key.
-          if (!(l.entry->key == ct_make_key(t, &hi))) bad++;
-          ct.update(l.entry, pkt(t, flags), now);
+          // before its grace period ended would show another key, and so
+          // would a hint of an entry's earlier life.
+          if (!(l.entry->key == ct_make_key(t, &hi)) || l.src_hi != hi) bad++;
+          ct.update(l, pkt(t, flags), now);
+          hint = ct.hint(l.entry, l.src_hi);
           if (rng() % 1000 == 0) Conntrack::end(l.entry);
         } else {
           CtCreate c = ct.create(pkt(t, flags), 1, now, id);
-          if (c.entry && !(c.entry->key == ct_make_key(t, &c.reply))) bad++;
+          bool hi;
+          if (c.entry && (!(c.entry->key == ct_make_key(t, &hi)) || c.src_hi != hi)) bad++;
+          if (c.entry) hint = ct.hint(c.entry, c.src_hi);
         }
         n++;
       }

@@ -49,6 +49,21 @@ Action output(uint16_t port) {
 
 bool same_action(const Action& a, const Action& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// FlowCache::insert, as whether it evicted.
+bool insert(FlowCache& c, const FlowKey& k, uint32_t h, uint32_t kb, uint32_t gen,
+            const Action& a) {
+  bool evicted;
+  const CachedFlow* f = c.insert(k, h, kb, gen, a, &evicted);
+  EXPECT_TRUE(f && same_action(f->action, a));
+  return evicted;
+}
+
+// FlowCache::lookup's action, or null.
+const Action* lookup(FlowCache& c, const FlowKey& k, uint32_t h, uint32_t kb, uint32_t gen) {
+  const CachedFlow* f = c.lookup(k, h, kb, gen);
+  return f ? &f->action : nullptr;
+}
+
 // Random full-scope keys whose bucket is `bucket`. Relies on the bucket index
 // being the low bits of the hash (flow_cache.cc).
 std::vector<FlowKey> keys_in_bucket(const FlowCache& cache, uint32_t bucket, size_t n) {
@@ -72,14 +87,14 @@ TEST(FlowCacheTest, MissThenHit) {
   FlowCache cache(1024);
   FlowKey k = make_flow(0x0a000001, 1000);
   uint32_t h = FlowCache::hash(k, kFullKeyBytes);
-  EXPECT_EQ(cache.lookup(k, h, kFullKeyBytes, 1), nullptr);
-  EXPECT_FALSE(cache.insert(k, h, kFullKeyBytes, 1, output(3)));
-  const Action* a = cache.lookup(k, h, kFullKeyBytes, 1);
+  EXPECT_EQ(lookup(cache, k, h, kFullKeyBytes, 1), nullptr);
+  EXPECT_FALSE(insert(cache, k, h, kFullKeyBytes, 1, output(3)));
+  const Action* a = lookup(cache, k, h, kFullKeyBytes, 1);
   ASSERT_NE(a, nullptr);
   EXPECT_TRUE(same_action(*a, output(3)));
   // Another flow is still a miss.
   FlowKey other = make_flow(0x0a000001, 1001);
-  EXPECT_EQ(cache.lookup(other, FlowCache::hash(other, kFullKeyBytes), kFullKeyBytes, 1), nullptr);
+  EXPECT_EQ(lookup(cache, other, FlowCache::hash(other, kFullKeyBytes), kFullKeyBytes, 1), nullptr);
 }
 
 TEST(FlowCacheTest, HashCoversOnlyTheScope) {
@@ -92,17 +107,43 @@ TEST(FlowCacheTest, HashCoversOnlyTheScope) {
   EXPECT_NE(FlowCache::hash(a, kL2KeyBytes), FlowCache::hash(c, kL2KeyBytes));
 }
 
+// The worker keeps a flow's conntrack hint in its entry: it must stay with
+// that key and generation, and start empty for anything inserted.
+TEST(FlowCacheTest, ConntrackHintStaysWithItsKeyAndGeneration) {
+  FlowCache cache(64);
+  auto keys = keys_in_bucket(cache, 2, 5);
+  auto h = [](const FlowKey& k) { return FlowCache::hash(k, kFullKeyBytes); };
+  bool evicted;
+  for (size_t i = 0; i < 4; i++) {
+    CachedFlow* f = cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, output(i), &evicted);
+    EXPECT_EQ(f->ct, CtHint{});
+    f->ct = CtHint{uint32_t(i + 1), 7};
+  }
+  for (size_t i = 0; i < 4; i++)
+    EXPECT_EQ(cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, 1)->ct, (CtHint{uint32_t(i + 1), 7}));
+  // A refresh of the same key in the same generation keeps it.
+  EXPECT_EQ(cache.insert(keys[1], h(keys[1]), kFullKeyBytes, 1, output(9), &evicted)->ct,
+            (CtHint{2, 7}));
+  EXPECT_FALSE(evicted);
+  // The key that takes an evicted entry gets none of its hint.
+  CachedFlow* f = cache.insert(keys[4], h(keys[4]), kFullKeyBytes, 1, output(4), &evicted);
+  EXPECT_TRUE(evicted);
+  EXPECT_EQ(f->ct, CtHint{});
+  // Nor does the same key under the next generation.
+  EXPECT_EQ(cache.insert(keys[2], h(keys[2]), kFullKeyBytes, 2, output(2), &evicted)->ct, CtHint{});
+}
+
 TEST(FlowCacheTest, OtherGenerationIsAMiss) {
   FlowCache cache(1024);
   FlowKey k = make_flow(0x0a000001, 1000);
   uint32_t h = FlowCache::hash(k, kFullKeyBytes);
-  cache.insert(k, h, kFullKeyBytes, 1, output(3));
-  EXPECT_EQ(cache.lookup(k, h, kFullKeyBytes, 2), nullptr);
-  EXPECT_NE(cache.lookup(k, h, kFullKeyBytes, 1), nullptr);
+  insert(cache, k, h, kFullKeyBytes, 1, output(3));
+  EXPECT_EQ(lookup(cache, k, h, kFullKeyBytes, 2), nullptr);
+  EXPECT_NE(lookup(cache, k, h, kFullKeyBytes, 1), nullptr);
   // Re-inserting under the new generation gives the new action there.
-  EXPECT_FALSE(cache.insert(k, h, kFullKeyBytes, 2, output(4)));
-  ASSERT_NE(cache.lookup(k, h, kFullKeyBytes, 2), nullptr);
-  EXPECT_EQ(cache.lookup(k, h, kFullKeyBytes, 2)->out_port, 4);
+  EXPECT_FALSE(insert(cache, k, h, kFullKeyBytes, 2, output(4)));
+  ASSERT_NE(lookup(cache, k, h, kFullKeyBytes, 2), nullptr);
+  EXPECT_EQ(lookup(cache, k, h, kFullKeyBytes, 2)->out_port, 4);
 }
 
 TEST(FlowCacheTest, L2ScopeIgnoresL3Fields) {
@@ -110,30 +151,30 @@ TEST(FlowCacheTest, L2ScopeIgnoresL3Fields) {
   FlowKey a = make_flow(0x0a000001, 1000);
   FlowKey b = make_flow(0x0a000002, 2000);
   b.tun_vni = 99;  // first byte past the L2 scope
-  cache.insert(a, FlowCache::hash(a, kL2KeyBytes), kL2KeyBytes, 1, output(5));
-  const Action* hit = cache.lookup(b, FlowCache::hash(b, kL2KeyBytes), kL2KeyBytes, 1);
+  insert(cache, a, FlowCache::hash(a, kL2KeyBytes), kL2KeyBytes, 1, output(5));
+  const Action* hit = lookup(cache, b, FlowCache::hash(b, kL2KeyBytes), kL2KeyBytes, 1);
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->out_port, 5);
   // An L2 difference (last byte of the scope) is another flow.
   FlowKey c = a;
   c.pad0 = 1;
-  EXPECT_EQ(cache.lookup(c, FlowCache::hash(c, kL2KeyBytes), kL2KeyBytes, 1), nullptr);
+  EXPECT_EQ(lookup(cache, c, FlowCache::hash(c, kL2KeyBytes), kL2KeyBytes, 1), nullptr);
 }
 
 TEST(FlowCacheTest, L2EntryNotReturnedToFullScopeLookup) {
   FlowCache cache(1024);
   FlowKey k = make_flow(0x0a000001, 1000);
   uint32_t h24 = FlowCache::hash(k, kL2KeyBytes);
-  cache.insert(k, h24, kL2KeyBytes, 1, output(5));
-  EXPECT_EQ(cache.lookup(k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1), nullptr);
+  insert(cache, k, h24, kL2KeyBytes, 1, output(5));
+  EXPECT_EQ(lookup(cache, k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1), nullptr);
   // Same hash, same bucket, same bytes: only key_bytes differs.
-  EXPECT_EQ(cache.lookup(k, h24, kFullKeyBytes, 1), nullptr);
-  EXPECT_NE(cache.lookup(k, h24, kL2KeyBytes, 1), nullptr);
+  EXPECT_EQ(lookup(cache, k, h24, kFullKeyBytes, 1), nullptr);
+  EXPECT_NE(lookup(cache, k, h24, kL2KeyBytes, 1), nullptr);
   // And the other way round.
   FlowCache full(1024);
   uint32_t h88 = FlowCache::hash(k, kFullKeyBytes);
-  full.insert(k, h88, kFullKeyBytes, 1, output(6));
-  EXPECT_EQ(full.lookup(k, h88, kL2KeyBytes, 1), nullptr);
+  insert(full, k, h88, kFullKeyBytes, 1, output(6));
+  EXPECT_EQ(lookup(full, k, h88, kL2KeyBytes, 1), nullptr);
 }
 
 // Keys are matched on the stored hash first; the byte compare only matters on
@@ -144,11 +185,11 @@ TEST(FlowCacheTest, CompareCoversEveryByteOfTheScope) {
   for (uint32_t kb : {kL2KeyBytes, kFullKeyBytes}) {
     FlowCache cache(64);
     const uint32_t h = FlowCache::hash(k, kb);
-    cache.insert(k, h, kb, 1, output(1));
+    insert(cache, k, h, kb, 1, output(1));
     for (uint32_t i = 0; i < sizeof(FlowKey); i++) {
       FlowKey other = k;
       reinterpret_cast<uint8_t*>(&other)[i] ^= 0x10;
-      const Action* a = cache.lookup(other, h, kb, 1);
+      const Action* a = lookup(cache, other, h, kb, 1);
       if (i < kb)
         EXPECT_EQ(a, nullptr) << "byte " << i << " ignored in scope " << kb;
       else
@@ -161,14 +202,14 @@ TEST(FlowCacheTest, SameKeyInsertRefreshesInPlace) {
   FlowCache cache(64);
   auto keys = keys_in_bucket(cache, 3, 4);
   for (const FlowKey& k : keys)
-    EXPECT_FALSE(cache.insert(k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1, output(1)));
+    EXPECT_FALSE(insert(cache, k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1, output(1)));
   // The bucket is full; re-inserting a cached key must not evict anything.
   uint32_t h = FlowCache::hash(keys[2], kFullKeyBytes);
-  EXPECT_FALSE(cache.insert(keys[2], h, kFullKeyBytes, 1, output(9)));
-  EXPECT_EQ(cache.lookup(keys[2], h, kFullKeyBytes, 1)->out_port, 9);
+  EXPECT_FALSE(insert(cache, keys[2], h, kFullKeyBytes, 1, output(9)));
+  EXPECT_EQ(lookup(cache, keys[2], h, kFullKeyBytes, 1)->out_port, 9);
   EXPECT_EQ(count_entries(cache, 1), 4u);
   for (const FlowKey& k : keys)
-    EXPECT_NE(cache.lookup(k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1), nullptr);
+    EXPECT_NE(lookup(cache, k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1), nullptr);
 }
 
 TEST(FlowCacheTest, FullBucketEvictsRoundRobin) {
@@ -176,16 +217,16 @@ TEST(FlowCacheTest, FullBucketEvictsRoundRobin) {
   const uint32_t kBucket = 5;
   auto keys = keys_in_bucket(cache, kBucket, 9);
   auto h = [](const FlowKey& k) { return FlowCache::hash(k, kFullKeyBytes); };
-  auto cached = [&](size_t i) { return cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, 1); };
+  auto cached = [&](size_t i) { return lookup(cache, keys[i], h(keys[i]), kFullKeyBytes, 1); };
   // A neighbour in another bucket must survive everything below.
   FlowKey other = keys_in_bucket(cache, kBucket + 1, 1)[0];
-  cache.insert(other, h(other), kFullKeyBytes, 1, output(100));
+  insert(cache, other, h(other), kFullKeyBytes, 1, output(100));
 
   for (size_t i = 0; i < 4; i++)  // ways 0..3
-    EXPECT_FALSE(cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, output(i)));
+    EXPECT_FALSE(insert(cache, keys[i], h(keys[i]), kFullKeyBytes, 1, output(i)));
   // Victims follow the cursor: way 0 (keys[0]), way 1 (keys[1]), ...
   for (size_t i = 4; i < 9; i++) {
-    EXPECT_TRUE(cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, output(i))) << i;
+    EXPECT_TRUE(insert(cache, keys[i], h(keys[i]), kFullKeyBytes, 1, output(i))) << i;
     EXPECT_EQ(cached(i - 4), nullptr) << "victim of insert " << i;
     for (size_t j = i - 3; j <= i; j++) {
       ASSERT_NE(cached(j), nullptr) << "key " << j << " after insert " << i;
@@ -194,28 +235,28 @@ TEST(FlowCacheTest, FullBucketEvictsRoundRobin) {
   }
   // Insert 8 wrapped the cursor: it replaced keys[4] in way 0.
   EXPECT_EQ(count_entries(cache, 1), 5u);
-  EXPECT_NE(cache.lookup(other, h(other), kFullKeyBytes, 1), nullptr);
+  EXPECT_NE(lookup(cache, other, h(other), kFullKeyBytes, 1), nullptr);
 }
 
 TEST(FlowCacheTest, StaleGenerationReusedBeforeLiveEntries) {
   FlowCache cache(64);
   auto keys = keys_in_bucket(cache, 9, 9);
   auto h = [](const FlowKey& k) { return FlowCache::hash(k, kFullKeyBytes); };
-  for (size_t i = 0; i < 4; i++) cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, output(i));
+  for (size_t i = 0; i < 4; i++) insert(cache, keys[i], h(keys[i]), kFullKeyBytes, 1, output(i));
   // Generation 2: four inserts take the four stale ways, none is an eviction.
   for (size_t i = 4; i < 8; i++) {
-    EXPECT_FALSE(cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 2, output(i))) << i;
+    EXPECT_FALSE(insert(cache, keys[i], h(keys[i]), kFullKeyBytes, 2, output(i))) << i;
     // The gen-2 entries inserted so far are never the ones replaced.
     for (size_t j = 4; j <= i; j++)
-      EXPECT_NE(cache.lookup(keys[j], h(keys[j]), kFullKeyBytes, 2), nullptr) << j;
+      EXPECT_NE(lookup(cache, keys[j], h(keys[j]), kFullKeyBytes, 2), nullptr) << j;
   }
   EXPECT_EQ(count_entries(cache, 1), 0u);
   EXPECT_EQ(count_entries(cache, 2), 4u);
   // Now all ways are live: the next one evicts, at the cursor (way 0 = keys[4]).
-  EXPECT_TRUE(cache.insert(keys[8], h(keys[8]), kFullKeyBytes, 2, output(8)));
-  EXPECT_EQ(cache.lookup(keys[4], h(keys[4]), kFullKeyBytes, 2), nullptr);
+  EXPECT_TRUE(insert(cache, keys[8], h(keys[8]), kFullKeyBytes, 2, output(8)));
+  EXPECT_EQ(lookup(cache, keys[4], h(keys[4]), kFullKeyBytes, 2), nullptr);
   for (size_t j = 5; j < 9; j++)
-    EXPECT_NE(cache.lookup(keys[j], h(keys[j]), kFullKeyBytes, 2), nullptr) << j;
+    EXPECT_NE(lookup(cache, keys[j], h(keys[j]), kFullKeyBytes, 2), nullptr) << j;
 }
 
 TEST(FlowCacheTest, StaleWayWinsOverTheCursorWay) {
@@ -223,10 +264,10 @@ TEST(FlowCacheTest, StaleWayWinsOverTheCursorWay) {
   auto keys = keys_in_bucket(cache, 0, 10);
   auto h = [](const FlowKey& k) { return FlowCache::hash(k, kFullKeyBytes); };
   auto put = [&](size_t i, uint32_t gen) {
-    return cache.insert(keys[i], h(keys[i]), kFullKeyBytes, gen, output(i));
+    return insert(cache, keys[i], h(keys[i]), kFullKeyBytes, gen, output(i));
   };
   auto live = [&](size_t i, uint32_t gen) {
-    return cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, gen) != nullptr;
+    return lookup(cache, keys[i], h(keys[i]), kFullKeyBytes, gen) != nullptr;
   };
   for (size_t i = 0; i < 4; i++) put(i, 1);
   EXPECT_TRUE(put(4, 1));  // evicts way 0, the cursor moves to way 1
@@ -250,18 +291,18 @@ TEST(FlowCacheTest, Clear) {
   std::vector<FlowKey> keys;
   for (int i = 0; i < 100; i++) {
     keys.push_back(random_key(rng));
-    cache.insert(keys.back(), FlowCache::hash(keys.back(), kFullKeyBytes), kFullKeyBytes, 3,
+    insert(cache, keys.back(), FlowCache::hash(keys.back(), kFullKeyBytes), kFullKeyBytes, 3,
                  output(i));
   }
   EXPECT_GT(count_entries(cache, 3), 0u);
   cache.clear();
   EXPECT_EQ(count_entries(cache, 3), 0u);
   for (const FlowKey& k : keys)
-    EXPECT_EQ(cache.lookup(k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 3), nullptr);
+    EXPECT_EQ(lookup(cache, k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 3), nullptr);
   // Usable again afterwards, and nothing counts as an eviction in a cleared cache.
   for (const FlowKey& k : keys)
-    cache.insert(k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 3, output(1));
-  EXPECT_NE(cache.lookup(keys[0], FlowCache::hash(keys[0], kFullKeyBytes), kFullKeyBytes, 3),
+    insert(cache, k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 3, output(1));
+  EXPECT_NE(lookup(cache, keys[0], FlowCache::hash(keys[0], kFullKeyBytes), kFullKeyBytes, 3),
             nullptr);
 }
 
@@ -281,7 +322,7 @@ TEST(FlowCacheTest, SingleBucketCacheWorks) {
   int evictions = 0;
   for (int i = 0; i < 10; i++) {
     FlowKey k = random_key(rng);
-    evictions += cache.insert(k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1, output(i));
+    evictions += insert(cache, k, FlowCache::hash(k, kFullKeyBytes), kFullKeyBytes, 1, output(i));
   }
   EXPECT_EQ(evictions, 6);
   EXPECT_EQ(count_entries(cache, 1), 4u);
@@ -294,7 +335,7 @@ TEST(FlowCacheTest, ForEachVisitsOnlyItsGeneration) {
   for (uint16_t i = 0; i < 10; i++) {
     uint32_t kb = i % 2 ? kL2KeyBytes : kFullKeyBytes;
     keys[i].in_port = i;  // distinct in L2 scope as well
-    cache.insert(keys[i], FlowCache::hash(keys[i], kb), kb, i < 6 ? 1 : 2, output(i));
+    insert(cache, keys[i], FlowCache::hash(keys[i], kb), kb, i < 6 ? 1 : 2, output(i));
   }
   std::vector<bool> seen(10);
   cache.for_each(1, [&](const FlowKey& k, uint32_t key_bytes, const Action& a) {
@@ -353,7 +394,7 @@ TEST(FlowCacheTest, DifferentialAgainstUnorderedMap) {
     const uint32_t h = FlowCache::hash(k, kb);
     auto it = ref.find(ref_key(k, kb));
     if (rng() % 10 < 6) {
-      const Action* a = cache.lookup(k, h, kb, gen);
+      const Action* a = lookup(cache, k, h, kb, gen);
       if (a) {
         hits++;
         ASSERT_NE(it, ref.end()) << "hit on a key never inserted under gen " << gen;
@@ -368,13 +409,13 @@ TEST(FlowCacheTest, DifferentialAgainstUnorderedMap) {
       a.flags = uint8_t(rng());
       inserts++;
       // Re-inserting an evicted key makes it live again: its eviction is found.
-      if (it != ref.end() && !cache.lookup(k, h, kb, gen)) evicted_misses++;
-      if (cache.insert(k, h, kb, gen, a)) {
+      if (it != ref.end() && !lookup(cache, k, h, kb, gen)) evicted_misses++;
+      if (insert(cache, k, h, kb, gen, a)) {
         evictions++;
         total_evictions++;
       }
       ASSERT_LE(evicted_misses, evictions) << "lost an entry no insert evicted, op " << op;
-      const Action* now = cache.lookup(k, h, kb, gen);
+      const Action* now = lookup(cache, k, h, kb, gen);
       ASSERT_TRUE(now && same_action(*now, a)) << "insert did not stick, op " << op;
       ref[ref_key(k, kb)] = a;
     }
@@ -401,11 +442,11 @@ TEST(CacheDump, CopiesTheWholeCacheASliceAtATime) {
   std::unordered_map<uint32_t, bool> inserted;  // by source IP
   for (uint32_t i = 0; i < 3000; i++) {
     a.out_port = uint16_t(i);
-    cache.insert(make_flow(i, 1000), FlowCache::hash(make_flow(i, 1000), kFullKeyBytes),
+    insert(cache, make_flow(i, 1000), FlowCache::hash(make_flow(i, 1000), kFullKeyBytes),
                  kFullKeyBytes, 7, a);
   }
   // Another generation's entries are not copied.
-  cache.insert(make_flow(99999, 1), FlowCache::hash(make_flow(99999, 1), kFullKeyBytes),
+  insert(cache, make_flow(99999, 1), FlowCache::hash(make_flow(99999, 1), kFullKeyBytes),
                kFullKeyBytes, 6, a);
   uint32_t live = 0;
   cache.for_each(7, [&](const FlowKey&, uint32_t, const Action&) { live++; });
