@@ -50,7 +50,12 @@ int Worker::run() noexcept {
   uint64_t max_iteration = 0;  // this loop's copy of stats_->max_iteration_cycles
   while (!shared_->stop.load(std::memory_order_relaxed)) {
     const Snapshot* s = shared_->snapshot.load(std::memory_order_acquire);
-    now_ms_ = prev / tsc_per_ms_;  // ct_now_ms() without another rdtsc
+    // ct_now_ms() without another rdtsc, and divided once a millisecond,
+    // not once an iteration (a 64-bit divide is tens of cycles).
+    if (prev >= next_ms_tsc_) {
+      now_ms_ = prev / tsc_per_ms_;
+      next_ms_tsc_ = (now_ms_ + 1) * tsc_per_ms_;
+    }
     uint32_t moved = 0;
     if (s) {
       // Generations only grow; a smaller one means the counter wrapped and

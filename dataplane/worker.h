@@ -151,6 +151,7 @@ class Worker {
   const uint32_t idle_sleep_us_;
   const uint64_t tsc_per_ms_;
   uint64_t now_ms_ = 0;  // ct_now_ms() at the start of this loop iteration
+  uint64_t next_ms_tsc_ = 0;  // the TSC at which now_ms_ moves on
   FlowCache cache_;
   CacheDumpSlot dump_;
   std::unique_ptr<WorkerStats> stats_;
