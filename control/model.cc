@@ -73,17 +73,10 @@ Status parse_segment(const json& params, NetworkSpec& n) {
   return ok();
 }
 
-Status check_fixed_ips_free(const PortSpec& p, const std::map<std::string, PortSpec>& ports) {
-  for (const auto& [id, other] : ports) {
-    if (id == p.id || other.network != p.network) continue;
-    for (const IpAddr& ip : p.fixed_ips) {
-      if (std::find(other.fixed_ips.begin(), other.fixed_ips.end(), ip) != other.fixed_ips.end()) {
-        return conflict("fixed_ips: " + ip_to_string(ip) + " is already used by port " + id +
-                        " in network " + p.network);
-      }
-    }
-  }
-  return ok();
+// What no two ports may share: a vhost socket, or an ethdev.
+std::string attach_key(const Attachment& a) {
+  return a.kind == Attachment::Kind::kVhost ? "vhost " + a.path
+                                            : "ethdev " + devargs_name(a.devargs);
 }
 
 Status check_groups_exist(const PortSpec& p, const std::map<std::string, SecurityGroup>& groups) {
@@ -256,29 +249,47 @@ Status Model::check_add_port(const PortSpec& p) const {
       return conflict("attach.devargs: ethdev " + dev + " is the device of physnet " + name);
     }
   }
-  for (const auto& [id, other] : ports_) {
-    if (other.attach.kind == p.attach.kind &&
-        (vhost ? other.attach.path == p.attach.path : devargs_name(other.attach.devargs) == dev)) {
-      return conflict(
-          vhost ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
-                : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
-    }
-    if (other.network != p.network) continue;
-    if (other.mac == p.mac) {
-      return conflict("mac: " + mac_to_string(p.mac) + " is already used by port " + id +
-                      " in network " + p.network);
-    }
-    for (const IpAddr& ip : p.fixed_ips) {
-      if (std::find(other.fixed_ips.begin(), other.fixed_ips.end(), ip) != other.fixed_ips.end()) {
-        return conflict("fixed_ips: " + ip_to_string(ip) + " is already used by port " + id +
-                        " in network " + p.network);
-      }
-    }
+  if (auto h = holders_.attach.find(attach_key(p.attach)); h != holders_.attach.end()) {
+    const std::string& id = h->second;
+    return conflict(vhost
+                        ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
+                        : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
   }
+  if (auto h = holders_.mac.find({p.network, p.mac}); h != holders_.mac.end()) {
+    return conflict("mac: " + mac_to_string(p.mac) + " is already used by port " + h->second +
+                    " in network " + p.network);
+  }
+  if (auto s = check_fixed_ips_free(p); !s) return s;
   if (!lvlan_.count(p.network) && vlans_.count() >= VlanAllocator::kMax - VlanAllocator::kMin + 1) {
     return exhausted("no free local VLAN: all 4094 are used by networks with ports on this host");
   }
   return ok();
+}
+
+Status Model::check_fixed_ips_free(const PortSpec& p) const {
+  for (const IpAddr& ip : p.fixed_ips) {
+    auto h = holders_.ip.find({p.network, ip});
+    if (h != holders_.ip.end() && h->second != p.id) {
+      return conflict("fixed_ips: " + ip_to_string(ip) + " is already used by port " + h->second +
+                      " in network " + p.network);
+    }
+  }
+  return ok();
+}
+
+void Model::index(const PortSpec& p) {
+  holders_.attach.emplace(attach_key(p.attach), p.id);
+  holders_.mac.emplace(std::pair{p.network, p.mac}, p.id);
+  for (const IpAddr& ip : p.fixed_ips) holders_.ip.emplace(std::pair{p.network, ip}, p.id);
+  holders_.per_network[p.network]++;
+}
+
+void Model::unindex(const PortSpec& p) {
+  holders_.attach.erase(attach_key(p.attach));
+  holders_.mac.erase({p.network, p.mac});
+  for (const IpAddr& ip : p.fixed_ips) holders_.ip.erase({p.network, ip});
+  if (auto n = holders_.per_network.find(p.network); n != holders_.per_network.end() && --n->second == 0)
+    holders_.per_network.erase(n);
 }
 
 Status Model::add_port(const PortSpec& p) {
@@ -288,6 +299,7 @@ Status Model::add_port(const PortSpec& p) {
     lvlan_.emplace(p.network, *vlan);
   }
   ports_.emplace(p.id, p);
+  index(p);
   return ok();
 }
 
@@ -314,6 +326,7 @@ Status Model::restore_port(const PortSpec& p, uint16_t local_vlan) {
     lvlan_.emplace(p.network, local_vlan);
   }
   ports_.emplace(p.id, p);
+  index(p);
   return ok();
 }
 
@@ -321,6 +334,7 @@ Status Model::remove_port(const std::string& id) {
   auto it = ports_.find(to_lower(id));
   if (it == ports_.end()) return not_found("port " + id + " not found");
   const std::string network = it->second.network;
+  unindex(it->second);
   ports_.erase(it);
   if (ports_on(network) == 0) {
     if (auto l = lvlan_.find(network); l != lvlan_.end()) {
@@ -345,7 +359,7 @@ Result<PortSpec> Model::updated_port(const PortUpdate& u) const {
   if (u.port_security_enabled) p.port_security_enabled = *u.port_security_enabled;
   if (auto s = check_port_security(p); !s) return s.error();
   if (auto s = check_groups_exist(p, groups_); !s) return s.error();
-  if (auto s = check_fixed_ips_free(p, ports_); !s) return s.error();
+  if (auto s = check_fixed_ips_free(p); !s) return s.error();
   return p;
 }
 
@@ -361,8 +375,10 @@ Status Model::update_port(const PortSpec& p) {
                    ": network, mac and attach of a bound port do not change (unbind and bind)");
   if (auto s = check_port_security(p); !s) return s;
   if (auto s = check_groups_exist(p, groups_); !s) return s;
-  if (auto s = check_fixed_ips_free(p, ports_); !s) return s;
+  if (auto s = check_fixed_ips_free(p); !s) return s;
+  unindex(it->second);
   it->second = p;
+  index(it->second);
   return ok();
 }
 
@@ -382,9 +398,8 @@ uint16_t Model::local_vlan(const std::string& network_id) const {
 }
 
 size_t Model::ports_on(const std::string& network_id) const {
-  return static_cast<size_t>(std::count_if(ports_.begin(), ports_.end(), [&](const auto& kv) {
-    return kv.second.network == network_id;
-  }));
+  auto n = holders_.per_network.find(network_id);
+  return n == holders_.per_network.end() ? 0 : n->second;
 }
 
 }  // namespace strait::ctl

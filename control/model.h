@@ -219,12 +219,26 @@ class Model {
   Status check_vxlan_network(const NetworkSpec& n) const;
   Status check_tunnel_target(const std::string& network) const;
   Status check_remote_vtep(const IpAddr& ip, const std::string& field) const;
+  // conflict when another port of p's network has one of p's fixed IPs.
+  Status check_fixed_ips_free(const PortSpec& p) const;
+  // Keep holders_ in step with ports_.
+  void index(const PortSpec& p);
+  void unindex(const PortSpec& p);
 
   std::map<std::string, std::string> physnets_;
   VxlanSettings vxlan_;
   std::map<std::string, NetworkSpec> networks_;
   std::map<std::string, TunnelSpec> tunnels_;  // vxlan networks with tunnel state
   std::map<std::string, PortSpec> ports_;
+  // Who holds what among ports_, so that a bind is checked against the
+  // other ports without walking them all (a bulk bind of N ports was
+  // O(N^2): 11 ms of a 1000-port bind, 190 ms at 4000).
+  struct Holders {
+    std::map<std::string, std::string> attach;                   // attach_key() -> port id
+    std::map<std::pair<std::string, Mac>, std::string> mac;      // (network, MAC) -> port id
+    std::map<std::pair<std::string, IpAddr>, std::string> ip;    // (network, fixed IP) -> port id
+    std::map<std::string, size_t> per_network;                   // network -> ports bound
+  } holders_;
   std::map<std::string, SecurityGroup> groups_;
   std::map<std::string, uint16_t> lvlan_;  // network id -> local VLAN, while it has ports
   VlanAllocator vlans_;

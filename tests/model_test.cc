@@ -739,6 +739,48 @@ TEST_F(ModelTest, VhostSocketNotSharedBetweenPorts) {
   add_port(b);
 }
 
+// What a port held (socket, MAC, fixed IPs) is free once it is unbound, and
+// an update's old fixed IPs are free while its new ones are held.
+TEST_F(ModelTest, UnbindAndUpdateFreeWhatThePortHeld) {
+  add_net(vlan_json("net1", 100));
+  json a = port_json(kUuidA, "net1", "02:00:00:00:00:01", {"10.0.0.1"});
+  a["attach"] = vhost_attach("/tmp/vhu-a.sock");
+  add_port(a);
+  add_port(port_json(kUuidC, "net1", "02:00:00:00:00:03", {"10.0.0.3"}, "net_ring3"));
+  EXPECT_EQ(m.ports_on("net1"), 2u);
+  ASSERT_TRUE(m.remove_port(kUuidA).ok());
+  EXPECT_EQ(m.ports_on("net1"), 1u);
+  json b = a;
+  b["id"] = kUuidB;
+  add_port(b);  // A's socket, MAC and IP
+  EXPECT_EQ(m.ports_on("net1"), 2u);
+
+  auto u = parse_port_update({{"id", kUuidB}, {"fixed_ips", {"10.0.0.2"}}});
+  ASSERT_TRUE(u.ok());
+  auto p = m.updated_port(*u);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(m.update_port(*p).ok());
+  // 10.0.0.1 is free again, 10.0.0.2 is B's, 10.0.0.3 still C's.
+  auto c = parse_port_update({{"id", kUuidC}, {"fixed_ips", {"10.0.0.3", "10.0.0.1"}}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(m.updated_port(*c).ok());
+  c = parse_port_update({{"id", kUuidC}, {"fixed_ips", {"10.0.0.2"}}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_REFUSED(m.updated_port(*c), "conflict",
+                 std::string("fixed_ips: 10.0.0.2 is already used by port ") + kUuidB);
+  EXPECT_REFUSED(m.add_port(port_spec(port_json(uuid_n(9), "net1", "02:00:00:00:00:09",
+                                                {"10.0.0.2"}, "net_ring9"))),
+                 "conflict", std::string("fixed_ips: 10.0.0.2 is already used by port ") + kUuidB);
+  // A port's own addresses are no conflict with itself.
+  auto same = parse_port_update({{"id", kUuidB}, {"fixed_ips", {"10.0.0.2"}}});
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(m.updated_port(*same).ok());
+  ASSERT_TRUE(m.remove_port(kUuidB).ok());
+  ASSERT_TRUE(m.remove_port(kUuidC).ok());
+  EXPECT_EQ(m.ports_on("net1"), 0u);
+  EXPECT_EQ(m.local_vlan("net1"), 0u);
+}
+
 TEST_F(ModelTest, FirstPortAllocatesLocalVlan) {
   add_net(vlan_json("net1", 100));
   add_net(vlan_json("net2", 200));
