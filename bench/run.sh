@@ -643,6 +643,10 @@ log "calibration (start): $CALIB_START; CPUs idle before start: $IDLE_START %"
 for size in "${SIZE_L[@]}"; do
     for flows in "${FLOW_L[@]}"; do
         for rep in $(seq "$REPS"); do
+            # Each rep starts one switch later (ABC, BCA, CAB, ...): no switch
+            # always runs first, or always right after the same other one.
+            off=$(( ${#ACTIVE[@]} ? (rep - 1) % ${#ACTIVE[@]} : 0 ))
+            ORDER=("${ACTIVE[@]:off}" "${ACTIVE[@]:0:off}")
             for sc in "${SCEN_L[@]}"; do
                 # vlan_sg_new: its own flow count (every frame new), once per size
                 local_flows=$flows
@@ -650,7 +654,7 @@ for size in "${SIZE_L[@]}"; do
                     [ "$flows" = "${FLOW_L[0]}" ] || continue
                     local_flows=$NEW_FLOWS
                 fi
-                for sw in "${ACTIVE[@]}"; do
+                for sw in "${ORDER[@]}"; do
                     declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" && continue
                     if [ "${FAILS[$sw]:-0}" -ge 2 ]; then
                         printf '%s\t%s\t%s\t%s\t%s\tskipped\tNA\tNA\t\t%s\n' "$sw" "$sc" "$size" "$local_flows" \
