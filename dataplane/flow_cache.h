@@ -28,7 +28,7 @@ namespace strait::dp {
 struct CachedFlow {
   Action action;
   // The connection the flow's packets belong to, as the worker last found
-  // it (SgVerdict::hint); none when inserted.
+  // it (sg_track keeps it); none when inserted.
   CtHint ct;
 };
 

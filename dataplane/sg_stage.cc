@@ -14,7 +14,7 @@ SgVerdict drop(DropReason r) { return {r, false}; }
 void remember(const Conntrack& ct, const CtPacket& pkt, CtEntry* e, bool src_hi, CtHint* hint) {
   if (hint == nullptr || !ct_hintable(pkt)) return;
   const CtHint h = ct.hint(e, src_hi);
-  if (!(*hint == h)) *hint = h;
+  if (*hint != h) *hint = h;
 }
 
 // No connection to go by: the decision on new connections. `a` has its
@@ -111,17 +111,9 @@ SgVerdict sg_track(const Snapshot& s, Conntrack* ct, const Action& a, const Flow
     case CtPacketKind::kConn:
       break;
   }
-  CtLookup l;
-  if (p.hint.ref != 0) l = ct->lookup(p.hint, now_ms);
-  if (!l.entry) {
-    if (p.hint.ref == 0) {
-      l = ct->lookup(p.probe, now_ms);
-    } else {  // a stale hint: its connection ended, maybe another took its place
-      CtProbe probe;
-      ct->probe(pkt.tuple, &probe);
-      l = ct->lookup(probe, now_ms);
-    }
-  }
+  CtLookup l = p.hint.ref != 0 ? ct->lookup(p.hint, now_ms) : ct->lookup(p.probe, now_ms);
+  // A stale hint: its connection ended, maybe another took its place.
+  if (!l.entry && p.hint.ref != 0) l = ct->lookup(pkt.tuple, now_ms);
   if (l.entry) return established(*ct, s, a, key, pkt, l, now_ms, worker, hint);
   return open(*ct, s, resolve_rules(s, key, a), pkt, now_ms, worker, hint);
 }
