@@ -239,3 +239,19 @@ def test_restart_without_a_physnet_in_use_is_refused_until_it_is_mapped_again(tm
         assert sw.stop() == 0
     finally:
         sw.kill()
+
+
+def test_descriptor_table_is_grown_before_any_thread_starts(tmp_path):
+    """Each growth of a threaded process's descriptor table waits for an RCU
+    grace period: straitd grows it at start, so binding a thousand vhost
+    sockets later does not pay five of them."""
+    sw = Straitd(tmp_path).start()
+    try:
+        status = Path(f"/proc/{sw.proc.pid}/status").read_text()
+        fdsize = int(re.search(r"^FDSize:\s+(\d+)", status, re.M).group(1))
+        limits = Path(f"/proc/{sw.proc.pid}/limits").read_text()
+        soft = re.search(r"^Max open files\s+(\d+)", limits, re.M).group(1)
+        assert fdsize >= min(int(soft), 8192)
+    finally:
+        sw.stop()
+        sw.kill()
