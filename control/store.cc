@@ -106,19 +106,28 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   return s;
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  for (auto& [sql, st] : stmts_) sqlite3_finalize(st);
+  sqlite3_close(db_);
+}
 
 // One statement, one transaction (SQLite's autocommit).
 Status Store::exec(const std::string& sql, const std::vector<std::string>& args) {
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK)
-    return db_error(db_, "prepare");
+  auto it = stmts_.find(sql);
+  if (it == stmts_.end()) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK)
+      return db_error(db_, "prepare");
+    it = stmts_.emplace(sql, st).first;
+  }
+  sqlite3_stmt* st = it->second;
   for (size_t i = 0; i < args.size(); i++)
     sqlite3_bind_text(st, static_cast<int>(i + 1), args[i].c_str(), -1, SQLITE_TRANSIENT);
   const int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return db_error(db_, "write");
-  return ok();
+  Status out = rc == SQLITE_DONE ? ok() : Status(db_error(db_, "write"));
+  sqlite3_reset(st);  // ready for the next use, and no longer holding the transaction open
+  sqlite3_clear_bindings(st);
+  return out;
 }
 
 Status Store::put_network(const NetworkSpec& n) {

@@ -17,6 +17,7 @@
 #include "control/result.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace strait::ctl {
 
@@ -73,6 +74,8 @@ class Store {
 
  private:
   Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  // Runs one statement; each distinct SQL text is prepared once and kept
+  // (a bulk bind writes a thousand rows through the same INSERT).
   Status exec(const std::string& sql, const std::vector<std::string>& args);
   Result<RecordedConfig> load_recorded_config() const;
   // Runs the statements of `body` in one transaction.
@@ -80,6 +83,7 @@ class Store {
 
   sqlite3* db_;
   std::string path_;
+  std::map<std::string, sqlite3_stmt*, std::less<>> stmts_;
 };
 
 }  // namespace strait::ctl
