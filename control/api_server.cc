@@ -141,7 +141,7 @@ void ApiServer::dispatch(const std::shared_ptr<Conn>& c) {
       refuse("method: required string");
       continue;
     }
-    json params = req.contains("params") ? req["params"] : json::object();
+    json params = req.contains("params") ? std::move(req["params"]) : json::object();
     if (!params.is_object()) { refuse("params: must be an object"); continue; }
     if (req["method"] == "events.subscribe") {
       // From now on this connection also carries one line per event.
