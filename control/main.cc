@@ -217,9 +217,10 @@ int main(int argc, char** argv) {
   // rte_acl_build takes its scratch memory in 8 MiB callocs. With glibc's
   // sliding mmap threshold the second and later ones come from the heap and
   // are zeroed whole, page faults included: about 1 ms a build, four builds a
-  // group set. Above a fixed threshold they are fresh mappings, already zero.
-  // (Fixing it stops the sliding of the trim threshold too: set it as glibc
-  // would have, twice the mmap threshold.)
+  // group set. Above a fixed threshold they are fresh mappings, already zero
+  // (their unmapping costs each worker one TLB-shootdown interrupt, a few us,
+  // per build). Fixing it stops the sliding of the trim threshold too: set it
+  // as glibc would have, twice the mmap threshold.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 8 << 20);
 
