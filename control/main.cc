@@ -1,5 +1,6 @@
 // straitd: the switch. `straitd [--config FILE] [-- EAL args]`.
 // The main lcore runs the control thread; the configured worker lcores poll.
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -140,7 +141,10 @@ void reserve_fd_table(rlim_t limit) {
   constexpr rlim_t kReserve = 8192;  // ~1000 vhost ports: sockets, eventfds, memory fds
   const int top = static_cast<int>(std::min(limit, kReserve)) - 1;
   if (top <= 2) return;
-  if (dup2(STDERR_FILENO, top) == top) close(top);
+  // F_DUPFD takes the lowest free descriptor from `top` up: unlike dup2 it
+  // never closes one the process inherited there.
+  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, top);
+  if (fd >= 0) close(fd);
 }
 
 }  // namespace
