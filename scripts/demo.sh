@@ -124,7 +124,11 @@ on_exit() {
   exit "$rc"
 }
 trap on_exit EXIT
-trap 'STOP=1' INT TERM
+# HUP and PIPE (the terminal closed, `make demo | head` done reading) stop it
+# as Ctrl-C does: straitd and the VMs run in sessions of their own, and a
+# script killed by either signal would leave them running. They stay trapped
+# during the cleanup, whose lines then go nowhere.
+trap 'STOP=1' INT TERM HUP PIPE
 
 # Returns 0 (and says which, with the end of its log) if straitd or a VM
 # process is gone.

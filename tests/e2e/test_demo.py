@@ -159,6 +159,28 @@ def test_demo_stops_cleanly_on_ctrl_c():
     assert left == (set(), [], set())
 
 
+@pytest.mark.parametrize("how", ["reader_gone", "hangup"])
+def test_demo_stops_cleanly_when_its_terminal_or_reader_goes(how):
+    """`make demo | head`, or the terminal closed: straitd and the VMs run in
+    sessions of their own, so the demo must stop them itself, as on Ctrl-C,
+    instead of dying of SIGPIPE or SIGHUP and leaving them running."""
+    before = demo_dirs()
+    p = start_demo()
+    try:
+        read_until(p, "switched")
+        assert len(processes_of(p.pid)) == 4, "straitd and three strait-gens are running"
+        if how == "reader_gone":
+            p.stdout.close()  # the next line the demo prints hits a closed pipe
+        else:
+            p.send_signal(signal.SIGHUP)
+        p.wait(60)
+        left = leftovers(p, before)
+    finally:
+        make_sure_stopped(p, before)
+    assert p.returncode == 0
+    assert left == (set(), [], set())
+
+
 def test_demo_says_so_when_a_vm_dies():
     before = demo_dirs()
     p = start_demo()
