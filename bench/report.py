@@ -27,6 +27,21 @@ TUNNEL_BASELINE = {"vxlan": ["l2", "vlan"], "vxlan_decap": ["l2", "vlan"]}
 SINK_OVERHEAD = {"vxlan": 50}
 
 
+def paired(r, base):
+    """r / base rep by rep: each pair of reps ran in the same round of the
+    alternation (seconds apart, so mostly at the same speed of the machine),
+    where a ratio of medians may pair a fast rep of one with a slow rep of
+    the other. Reps are paired by their number; a rep that failed on either
+    side makes no pair. -> {"paired_median_ratio", "paired_min_ratio",
+    "paired_max_ratio", "pairs"} (None and 0 when no pair)."""
+    b = dict(zip(base["rep_ids"], base["reps"]))
+    q = [x / b[i] for i, x in zip(r["rep_ids"], r["reps"]) if b.get(i)]
+    return {"paired_median_ratio": round(statistics.median(q), 3) if q else None,
+            "paired_min_ratio": round(min(q), 3) if q else None,
+            "paired_max_ratio": round(max(q), 3) if q else None,
+            "pairs": len(q)}
+
+
 def feature_ratios(results, baselines):
     """Each switch's feature scenario against its own plain scenario at the
     same point (size, flows). Rows only where both ran."""
@@ -49,7 +64,7 @@ def feature_ratios(results, baselines):
                     "size": r["size"], "flows": r["flows"],
                     "median_mpps": r["median_mpps"], "baseline_median_mpps": base["median_mpps"],
                     "median_ratio": round(med, 3) if med is not None else None,
-                    "p90_ratio": round(q, 3) if q is not None else None})
+                    "p90_ratio": round(q, 3) if q is not None else None, **paired(r, base)})
     return out
 
 
@@ -59,13 +74,46 @@ def print_feature_ratios(title, rows, f):
     print()
     print(title)
     hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'/ scenario':10} "
-           f"{'Mpps':>8} {'base':>8} {'median':>7} {'p90-1s':>7}")
+           f"{'Mpps':>8} {'base':>8} {'median':>7} {'p90-1s':>7} {PAIRED_HDR}")
     print(hdr)
     print("-" * len(hdr))
     for x in sorted(rows, key=lambda x: (x["scenario"], x["size"], x["flows"], x["switch"])):
         print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} "
               f"{'/ ' + x['baseline']:10} {f(x['median_mpps'], 8)} {f(x['baseline_median_mpps'], 8)} "
-              f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
+              f"{f(x['median_ratio'])} {f(x['p90_ratio'])} {paired_cols(x, f)}")
+
+
+PAIRED_HDR = f"{'paired':>7} {'min':>6} {'max':>6} {'n':>2}"
+
+
+def paired_cols(x, f):
+    return (f"{f(x['paired_median_ratio'])} {f(x['paired_min_ratio'], 6, 2)} "
+            f"{f(x['paired_max_ratio'], 6, 2)} {x['pairs']:>2}")
+
+
+# Issue 8's "a rule change visible to the datapath < 1 ms after the API call
+# returns": each rule_change sample's first frame through the rule, less the
+# time the call took to return (Strait: its API reply; OVS: ovs-ofctl
+# --bundle add-flow exiting). Below 0: a frame went through before the
+# caller had the reply.
+AFTER_REPLY = "rule_change_after_reply"
+REPLY_KEYS = ("api_reply_ms", "ofctl_reply_ms")
+
+
+def after_reply(sc, first_ms, note):
+    if sc != "rule_change":
+        return []
+    kv = dict(x.split("=", 1) for x in note.split() if "=" in x)
+    for k in REPLY_KEYS:
+        reply = [float(x) for x in kv.get(k, "").split(",") if x]
+        if reply and len(reply) == len(first_ms):  # one reply per sample, same order
+            return [round(f - r, 3) for f, r in zip(first_ms, reply)]
+    return []
+
+
+def after_reply_detect(note):
+    key = next((k for k in REPLY_KEYS if k + "=" in note), "reply")
+    return f"rule_change_first_frame_minus_{key}"
 
 
 def control_points(path):
@@ -94,6 +142,13 @@ def control_points(path):
         d["reps"].append(round(statistics.median(v), 3))
         d["samples"] += v
         d["notes"].append(note)
+        after = after_reply(sc, v, note)
+        if after:
+            a = pts.setdefault((AFTER_REPLY, sw), {"flows": int(flows), "reps": [], "samples": [],
+                                                   "failed": 0, "notes": []})
+            a["reps"].append(round(statistics.median(after), 3))
+            a["samples"] += after
+            a["notes"].append(f"metric=first_packet_minus_reply_ms detect={after_reply_detect(note)}")
     out = []
     for (sc, sw), d in pts.items():
         v = d["samples"]
@@ -187,12 +242,14 @@ def main():
             continue
         key = (sc, int(size), int(flows))
         d = points.setdefault(key, collections.OrderedDict()).setdefault(
-            sw, {"reps": [], "txfail": [], "samples": [], "failed": 0, "metrics": []})
+            sw, {"reps": [], "rep_ids": [], "txfail": [], "samples": [], "failed": 0,
+                 "metrics": []})
         if status != "ok" or num(mpps) is None:
             d["failed"] += 1
             failures.append(f"{sw} {sc} size={size} flows={flows} rep={rep}: {status} {note}")
             continue
         d["reps"].append(float(mpps))
+        d["rep_ids"].append(int(rep))
         if num(txf) is not None:
             d["txfail"].append(float(txf))
         d["samples"] += [float(x) for x in samples.split(",") if x]
@@ -213,6 +270,7 @@ def main():
                 "max": max(v) if v else None,
                 "p90": p90(d["samples"]),
                 "reps": v,
+                "rep_ids": d["rep_ids"],  # each rep's number in the alternation: pairs reps
                 "failed_reps": d["failed"],
                 "txfail_mpps_median": round(statistics.median(d["txfail"]), 3) if d["txfail"] else None,
                 # L1 Gbit/s of what arrived at the sink (vxlan: the outer
@@ -304,15 +362,19 @@ def main():
             ratios.append({"switch": sw, "reference": ref, "scenario": sc, "size": size,
                            "flows": flows,
                            "median_ratio": round(med, 3) if med is not None else None,
-                           "p90_ratio": round(q, 3) if q is not None else None})
+                           "p90_ratio": round(q, 3) if q is not None else None,
+                           **paired(r, base)})
     if ratios:
         print()
-        hdr = f"{'scenario':15} {'size':>5} {'flows':>7} {'switch / reference':18} {'median':>7} {'p90-1s':>7}"
+        print("== ratios: median = median / median; p90-1s = p90 / p90; paired = the median of "
+              "the rep-by-rep ratios (same round), with their min, max and count")
+        hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch / reference':18} {'median':>7} "
+               f"{'p90-1s':>7} {PAIRED_HDR}")
         print(hdr)
         print("-" * len(hdr))
         for x in sorted(ratios, key=lambda x: (x["reference"] != CEILING, x["scenario"], x["size"], x["flows"])):
             print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + x['reference']:18} "
-                  f"{f(x['median_ratio'])} {f(x['p90_ratio'])}")
+                  f"{f(x['median_ratio'])} {f(x['p90_ratio'])} {paired_cols(x, f)}")
     # The cost of security groups (issue 5: "beside the same run without
     # security groups: print the ratio") and of VXLAN encap/decap (issue 6:
     # "beside the same traffic without tunnel in the same run: print the
@@ -334,18 +396,23 @@ def main():
             print(f"   {sw}: {text}")
         for sw, why in ctl_unavailable.items():
             print(f"== {sw}: control plane NOT RUN: {why}")
-        hdr = (f"{'scenario':20} {'flows':>6} {'switch':7} {'median':>9} {'min':>9} {'max':>9} "
+        hdr = (f"{'scenario':23} {'flows':>6} {'switch':7} {'median':>9} {'min':>9} {'max':>9} "
                f"{'p90':>9} {'n':>4} {'reps':>5}  measured")
         print(hdr)
         print("-" * len(hdr))
         for r in ctl_results:
             ok = len(r["reps"])
             reps_s = f"{ok}/{ok + r['failed_reps']}"
-            print(f"{r['scenario']:20} {r['flows']:>6} {r['switch']:7} {f(r['median_ms'], 9, 2)} "
+            print(f"{r['scenario']:23} {r['flows']:>6} {r['switch']:7} {f(r['median_ms'], 9, 2)} "
                   f"{f(r['min'], 9, 2)} {f(r['max'], 9, 2)} {f(r['p90'], 9, 2)} "
                   f"{len(r['samples']):>4} {reps_s:>5}  "
                   f"{r['metric'] or '-'} ({r['detect'] or '-'})")
+        if any(r["scenario"] == AFTER_REPLY for r in ctl_results):
+            print(f"   ({AFTER_REPLY}: each rule_change sample's first frame less the time the "
+                  "call took to return; below 0: the frame came before the reply)")
         for sc in dict.fromkeys(r["scenario"] for r in ctl_results):
+            if sc == AFTER_REPLY:  # around 0 and may be below: no ratio
+                continue
             a = next((r for r in ctl_results if r["scenario"] == sc and r["switch"] == "strait"), None)
             b = next((r for r in ctl_results if r["scenario"] == sc and r["switch"] == OVS), None)
             if not a or not b:
