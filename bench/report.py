@@ -29,10 +29,10 @@ SINK_OVERHEAD = {"vxlan": 50}
 
 def paired(r, base):
     """r / base rep by rep: each pair of reps ran in the same round of the
-    alternation (seconds apart, so mostly at the same speed of the machine),
-    where a ratio of medians may pair a fast rep of one with a slow rep of
-    the other. Reps are paired by their number; a rep that failed on either
-    side makes no pair. -> {"paired_median_ratio", "paired_min_ratio",
+    alternation, seconds apart, where a ratio of medians may set a fast rep
+    of one against a slow rep of the other (README "Two speeds": a pair can
+    still straddle the two). Reps are paired by their number; a rep that
+    failed on either side makes no pair. -> {"paired_median_ratio", "paired_min_ratio",
     "paired_max_ratio", "pairs"} (None and 0 when no pair)."""
     b = dict(zip(base["rep_ids"], base["reps"]))
     q = [x / b[i] for i, x in zip(r["rep_ids"], r["reps"]) if b.get(i)]
