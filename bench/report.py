@@ -100,20 +100,21 @@ AFTER_REPLY = "rule_change_after_reply"
 REPLY_KEYS = ("api_reply_ms", "ofctl_reply_ms")
 
 
+def note_fields(note):
+    """A row's note, `key=value` words -> dict (other words ignored)."""
+    return dict(x.split("=", 1) for x in note.split() if "=" in x)
+
+
 def after_reply(sc, first_ms, note):
+    """-> (samples, the reply key they were taken against), or ([], None)."""
     if sc != "rule_change":
-        return []
-    kv = dict(x.split("=", 1) for x in note.split() if "=" in x)
+        return [], None
+    kv = note_fields(note)
     for k in REPLY_KEYS:
         reply = [float(x) for x in kv.get(k, "").split(",") if x]
         if reply and len(reply) == len(first_ms):  # one reply per sample, same order
-            return [round(f - r, 3) for f, r in zip(first_ms, reply)]
-    return []
-
-
-def after_reply_detect(note):
-    key = next((k for k in REPLY_KEYS if k + "=" in note), "reply")
-    return f"rule_change_first_frame_minus_{key}"
+            return [round(f - r, 3) for f, r in zip(first_ms, reply)], k
+    return [], None
 
 
 def control_points(path):
@@ -132,27 +133,30 @@ def control_points(path):
         if status == "unavailable":
             unavailable[sw] = note
             continue
-        d = pts.setdefault((sc, sw), {"flows": int(flows), "reps": [], "samples": [], "failed": 0,
-                                      "notes": []})
+        def point(scenario):
+            return pts.setdefault((scenario, sw), {"flows": int(flows), "reps": [], "samples": [],
+                                                   "failed": 0, "notes": []})
+
+        def add(scenario, values, note):
+            d = point(scenario)
+            d["reps"].append(round(statistics.median(values), 3))
+            d["samples"] += values
+            d["notes"].append(note)
+
         v = [float(x) for x in vals.split(",") if x]
         if status != "ok" or not v:
-            d["failed"] += 1
+            point(sc)["failed"] += 1
             failures.append(f"{sw} {sc} control rep={rep}: {status} {note}")
             continue
-        d["reps"].append(round(statistics.median(v), 3))
-        d["samples"] += v
-        d["notes"].append(note)
-        after = after_reply(sc, v, note)
+        add(sc, v, note)
+        after, key = after_reply(sc, v, note)
         if after:
-            a = pts.setdefault((AFTER_REPLY, sw), {"flows": int(flows), "reps": [], "samples": [],
-                                                   "failed": 0, "notes": []})
-            a["reps"].append(round(statistics.median(after), 3))
-            a["samples"] += after
-            a["notes"].append(f"metric=first_packet_minus_reply_ms detect={after_reply_detect(note)}")
+            add(AFTER_REPLY, after, "metric=first_packet_minus_reply_ms "
+                f"detect=rule_change_first_frame_minus_{key}")
     out = []
     for (sc, sw), d in pts.items():
         v = d["samples"]
-        kv = dict(x.split("=", 1) for x in (d["notes"][0].split() if d["notes"] else []) if "=" in x)
+        kv = note_fields(d["notes"][0]) if d["notes"] else {}
         out.append({"switch": sw, "scenario": sc, "size": None, "flows": d["flows"],
                     "median_ms": round(statistics.median(v), 3) if v else None,
                     "min": min(v) if v else None, "max": max(v) if v else None,
