@@ -2,6 +2,17 @@
 // The control API: a Unix stream socket, owner-only, newline-delimited JSON
 // (docs/api.md). Requests of one connection are answered in order; a request
 // that waits for a grace period holds the requests behind it, not the loop.
+//
+// No client can take the switch or the other clients down with it: each
+// connection gets a bounded slice of requests per loop turn (the others are
+// served in between), its unanswered requests and unread replies are
+// bounded (past them it is not read until it catches up; an event
+// subscriber that stops reading is disconnected), a request nested deeper
+// than kMaxDepth is refused before it is parsed, and a reply is serialised
+// without throwing.
+#include <cstddef>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -13,6 +24,13 @@ namespace strait::ctl {
 
 class ApiServer {
  public:
+  static constexpr size_t kMaxLine = 1 << 20;      // one request, bytes
+  static constexpr int kMaxDepth = 64;             // nesting of a request's JSON
+  static constexpr unsigned kSlice = 16;           // requests per connection per loop turn
+  static constexpr size_t kMaxQueued = 256;        // unanswered requests before reading stops
+  static constexpr size_t kOutPause = 1 << 20;     // unread reply bytes before reading stops
+  static constexpr size_t kOutLimit = 16 << 20;    // unread event bytes before disconnecting
+
   static Result<std::unique_ptr<ApiServer>> listen(const std::string& path, EventLoop* loop,
                                                    Switch* sw);
   ~ApiServer();  // closes every connection and removes the socket file
@@ -22,8 +40,15 @@ class ApiServer {
   ApiServer(std::string path, int fd, EventLoop* loop, Switch* sw);
   void accept_all();
   void on_conn(const std::shared_ptr<Conn>& c, unsigned events);
+  // Reads what the socket holds, unless the connection is paused.
+  void read_requests(const std::shared_ptr<Conn>& c);
+  // Answers up to kSlice requests; defers the rest to the loop's next turn.
   void dispatch(const std::shared_ptr<Conn>& c);
-  void send(const std::shared_ptr<Conn>& c, const std::string& line);
+  void handle(const std::shared_ptr<Conn>& c, const std::string& line);
+  void subscribe(const std::shared_ptr<Conn>& c, const nlohmann::json& id,
+                 const nlohmann::json& params);
+  void reply(const std::shared_ptr<Conn>& c, const nlohmann::json& msg);
+  void send(const std::shared_ptr<Conn>& c, const std::string& bytes);
   void rearm(const std::shared_ptr<Conn>& c);
   void close_conn(const std::shared_ptr<Conn>& c);
 

@@ -50,9 +50,11 @@ void EventLoop::remove(int fd) {
   handlers_.erase(fd);
 }
 
+void EventLoop::defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+
 void EventLoop::run_once(int timeout_ms) {
   epoll_event evs[32];
-  int n = epoll_wait(epfd_, evs, 32, timeout_ms);
+  int n = epoll_wait(epfd_, evs, 32, deferred_.empty() ? timeout_ms : 0);
   for (int i = 0; i < n; i++) {
     const int fd = static_cast<int>(static_cast<uint32_t>(evs[i].data.u64));
     const auto generation = static_cast<uint32_t>(evs[i].data.u64 >> 32);
@@ -62,6 +64,11 @@ void EventLoop::run_once(int timeout_ms) {
     std::shared_ptr<Handler> h = it->second.handler;  // the handler may remove itself
     (*h)(evs[i].events);
   }
+  // Work deferred before now runs now; what it defers in turn waits for
+  // the next turn, so the file descriptors get their say in between.
+  std::vector<std::function<void()>> now;
+  now.swap(deferred_);
+  for (auto& fn : now) fn();
 }
 
 }  // namespace strait::ctl

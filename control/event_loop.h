@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 namespace strait::ctl {
 
@@ -24,7 +25,12 @@ class EventLoop {
   // removed fd are dropped, even if the number is reused by an add() before
   // they would have been dispatched.
   void remove(int fd);
-  // Waits up to timeout_ms for events and dispatches them.
+  // Runs `fn` on the loop's next turn, after that turn's events: work that
+  // yields to the other file descriptors between slices. Never waits for
+  // run_once's timeout.
+  void defer(std::function<void()> fn);
+  // Waits up to timeout_ms for events (not at all while work is deferred),
+  // dispatches them, then runs the work deferred before this turn.
   void run_once(int timeout_ms);
 
  private:
@@ -37,6 +43,7 @@ class EventLoop {
   int epfd_;
   uint32_t next_generation_ = 1;
   std::map<int, Entry> handlers_;
+  std::vector<std::function<void()>> deferred_;
 };
 
 }  // namespace strait::ctl

@@ -13,9 +13,32 @@ Error field_error(std::string_view field, const std::string& problem) {
 // "got ..." part of a type error: the value itself, shortened, so the user
 // sees what they sent.
 std::string got(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 40) {
+    size_t cut = 37;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) cut--;  // continuation byte
+    s = s.substr(0, cut) + "...";
+  }
   return "got " + s;
+}
+
+bool nested_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > limit) return true;
+    } else if (ch == ']' || ch == '}') {
+      depth--;
+    }
+  }
+  return false;
 }
 
 // Absent and null mean the same: "not given". This lets to_json() output

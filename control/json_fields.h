@@ -14,8 +14,12 @@ namespace strait::ctl {
 
 // invalid_argument "FIELD: problem".
 Error field_error(std::string_view field, const std::string& problem);
-// The "got ..." part of a type error: the value sent, shortened.
+// The "got ..." part of a type error: the value sent, shortened (never
+// inside a UTF-8 character).
 std::string got(const nlohmann::json& v);
+// Whether JSON text nests arrays and objects deeper than `limit`, judged
+// before parsing it: nlohmann's copy, dump and compare recurse per level.
+bool nested_deeper_than(std::string_view text, int limit);
 // Quoted for a message; bytes that are not UTF-8 become U+FFFD instead of
 // throwing (input comes from API clients and libvirt XML).
 std::string json_quoted(const std::string& s);

@@ -375,19 +375,12 @@ void Switch::announce_up_when_live(const std::string& id) {
   });
 }
 
-uint64_t Switch::subscribe(Subscriber s) {
-  subscribers_[next_subscriber_] = std::move(s);
-  return next_subscriber_++;
-}
-
-void Switch::unsubscribe(uint64_t token) { subscribers_.erase(token); }
-
 void Switch::emit(const char* event, const std::string& port_id) {
   using namespace std::chrono;
   const double ts = duration<double>(system_clock::now().time_since_epoch()).count();
   nlohmann::json ev = {{"event", event}, {"port", port_id}, {"ts", ts}};
   spdlog::info("event {} port {}", event, port_id);
-  for (auto& [token, fn] : std::map<uint64_t, Subscriber>(subscribers_)) fn(ev);
+  events_.publish(std::move(ev));
 }
 
 void Switch::drain_learn_events() {

@@ -20,6 +20,7 @@
 #include "control/capture_dev.h"
 #include "control/config.h"
 #include "control/ethdev.h"
+#include "control/event_log.h"
 #include "control/flow_offload.h"
 #include "control/libvirt_watcher.h"
 #include "control/model.h"
@@ -63,9 +64,7 @@ class Switch {
 
   // The event stream (port-up, vif-plugged, port-down, port-unbound): every
   // subscriber gets every event, in order, on the control thread.
-  using Subscriber = std::function<void(const nlohmann::json& event)>;
-  uint64_t subscribe(Subscriber s);
-  void unsubscribe(uint64_t token);
+  EventLog& events() { return events_; }
 
   // The instance lifecycle (switch_lifecycle.cc), from LibvirtWatcher or
   // any other source of the same events. Never blocks.
@@ -266,8 +265,7 @@ class Switch {
   std::vector<bool> dp_used_;
   std::map<uint64_t, Learned> learned_;        // by Fdb::make_key
   std::vector<uint16_t> free_learn_slots_;
-  std::map<uint64_t, Subscriber> subscribers_;
-  uint64_t next_subscriber_ = 1;
+  EventLog events_;
   uint64_t start_tsc_ = 0;
   uint32_t last_age_sec_ = 0;
   const LibvirtWatcher* watcher_ = nullptr;

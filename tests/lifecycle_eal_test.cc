@@ -48,7 +48,7 @@ class LifecycleTest : public ::testing::Test {
     dir_ = cfg.state_dir;
     cfg.vhost_socket_dir = dir_ + "/vhost";
     h_ = std::make_unique<Harness>(cfg);
-    sub_ = h_->sw().subscribe([this](const json& ev) { events_.push_back(ev); });
+    sub_ = h_->sw().events().subscribe([this](const json& ev) { events_.push_back(ev); });
     h_->ok("network.create", {{"id", "n1"}, {"type", "local"}});
     h_->ok("security_group.create", {{"id", "dns-out"}});
     rule(53);
@@ -76,7 +76,7 @@ class LifecycleTest : public ::testing::Test {
   }
   void TearDown() override {
     stop_guest();
-    h_->sw().unsubscribe(sub_);
+    h_->sw().events().unsubscribe(sub_);
     h_.reset();
     ring_.reset();
   }
