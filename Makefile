@@ -3,6 +3,18 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# make test SANITIZE=address,undefined: the whole suite under ASan+UBSan, in
+# a build directory of its own (tests/README.md "Sanitizers").
+SANITIZE ?=
+ifneq ($(SANITIZE),)
+comma := ,
+BUILD := build-$(subst $(comma),-,$(SANITIZE))
+CMAKE_FLAGS += -DSTRAIT_SANITIZE=$(SANITIZE) -DSTRAIT_BUILD_BENCH=OFF
+export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1
+export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
+endif
 
 .PHONY: all deps build test demo bench meson-dpdk clean
 
