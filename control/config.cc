@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "control/model.h"
+#include "control/privileges.h"
 
 namespace strait::ctl {
 namespace {
@@ -100,6 +101,14 @@ class Reader {
     return b->get();
   }
 
+  // A user or group as a name, or as its number (kept as decimal text).
+  Result<std::string> name_or_id(const toml::node& n, const std::string& path) const {
+    if (!n.is_integer()) return string(n, path);
+    auto v = integer(n, path, 0, 4294967294);
+    if (!v) return v.error();
+    return std::to_string(*v);
+  }
+
   const toml::table* table(const toml::node& n, const std::string& path, Error* err) const {
     if (auto t = n.as_table()) return t;
     *err = error(path, "expected a table, got " + describe(n));
@@ -113,7 +122,7 @@ class Reader {
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
   if (auto s = r.known_keys(doc, "",
                             {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost",
-                             "metrics", "conntrack", "vtep", "offload"});
+                             "metrics", "conntrack", "vtep", "offload", "privileges"});
       !s) {
     return s;
   }
@@ -277,16 +286,9 @@ Status read_vhost(const Reader& r, const toml::node& node, Config& c) {
                           std::pair{"socket_group", &c.vhost_socket_group}}) {
     auto n = t->get(key);
     if (!n) continue;
-    const std::string path = std::string("vhost.") + key;
-    if (n->is_integer()) {
-      auto v = r.integer(*n, path, 0, 4294967294);
-      if (!v) return v.error();
-      *dst = std::to_string(*v);
-    } else {
-      auto s = r.string(*n, path);
-      if (!s) return s.error();
-      *dst = *s;
-    }
+    auto v = r.name_or_id(*n, std::string("vhost.") + key);
+    if (!v) return v.error();
+    *dst = *v;
   }
   if (auto n = t->get("socket_mode")) {
     // "0660" (octal text, as chmod takes it) or an integer such as 0o660.
@@ -477,6 +479,41 @@ Status read_vtep(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+// The shape of [privileges] here; the host's user and group databases are
+// privileges.cc's business.
+Status read_privileges(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "privileges", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "privileges", {"user", "group", "capabilities"}); !s) return s;
+  PrivilegeKeys keys;
+  auto un = t->get("user");
+  if (!un) return r.error("privileges.user", "missing (the user straitd becomes once started)");
+  auto user = r.name_or_id(*un, "privileges.user");
+  if (!user) return user.error();
+  keys.user = *user;
+  if (auto gn = t->get("group")) {
+    auto g = r.name_or_id(*gn, "privileges.group");
+    if (!g) return g.error();
+    keys.group = *g;
+  }
+  if (auto cn = t->get("capabilities")) {
+    auto arr = cn->as_array();
+    if (!arr)
+      return r.error("privileges.capabilities", "expected an array of names, got " + describe(*cn));
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const std::string path = "privileges.capabilities[" + std::to_string(i) + "]";
+      auto name = r.string(*arr->get(i), path);
+      if (!name) return name.error();
+      keys.capabilities.emplace_back(path, *name);
+    }
+  }
+  auto p = resolve_privileges(keys, c);
+  if (auto* bad = std::get_if<KeyProblem>(&p)) return r.error(bad->key, bad->problem);
+  c.privileges = std::get<PrivilegeSettings>(std::move(p));
+  return ok();
+}
+
 }  // namespace
 
 Result<Config> parse_config(std::string_view toml_text, const std::string& origin) {
@@ -523,6 +560,9 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("vtep")) {  // after [physnets]: it names one
     if (auto s = read_vtep(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("privileges")) {  // after [vhost]: its sockets' owner and group
+    if (auto s = read_privileges(r, *n, c); !s) return s.error();
   }
   return c;
 }

@@ -1,6 +1,8 @@
 #pragma once
 // straitd's own configuration (TOML; layout in docs/api.md). Loaded once at
 // start; a bad file stops the daemon with a message naming the key.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,6 +26,17 @@ struct VtepSettings {
   std::optional<Mac> next_hop_mac;  // static next-hop MAC: no ARP
   bool learning = false;            // learn remote MACs from decapsulated frames
   uint16_t underlay_mtu = 1500;     // vxlan networks' MTU is at most this - 50
+};
+
+// [privileges]: whom straitd becomes once started (control/privileges.h).
+// Looked up when the config is read: an unknown user or group stops straitd
+// before anything starts.
+struct PrivilegeSettings {
+  std::string user;               // its name in the password database
+  uid_t uid = 0;
+  std::string group;              // the primary group's name (its number if it has none)
+  gid_t gid = 0;
+  std::vector<int> capabilities;  // CAP_* kept after the switch (privileges.h lists those allowed)
 };
 
 struct Config {
@@ -60,6 +73,7 @@ struct Config {
   // [offload] rte_flow: physnet NICs that implement rte_flow get rules that
   // do work of the workers (control/flow_offload.h); false: none are asked.
   bool offload_rte_flow = true;
+  std::optional<PrivilegeSettings> privileges;  // absent: straitd stays as it was started
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

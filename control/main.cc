@@ -24,6 +24,7 @@
 #include "control/event_loop.h"
 #include "control/libvirt_watcher.h"
 #include "control/metrics.h"
+#include "control/privileges.h"
 #include "control/switch.h"
 #include "control/telemetry.h"
 #include "vhost/vhost_port.h"
@@ -78,6 +79,11 @@ int run(const Config& cfg) {
     } else {
       spdlog::error("{}; running without the metrics endpoint", m.error().message);
     }
+  }
+  // Everything that needed root is open: become [privileges] user.
+  if (auto st = strait::ctl::drop_privileges(cfg); !st) {
+    spdlog::error("{}", st.error().message);
+    return st.error().code == "failed_precondition" ? 2 : 1;
   }
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -227,6 +233,8 @@ int main(int argc, char** argv) {
   // as glibc would have, twice the mmap threshold.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 8 << 20);
+  // Before EAL starts a thread, so that every thread has it.
+  strait::ctl::forbid_new_privileges();
 
   if (!strait::ctl::route_dpdk_log())
     spdlog::warn("DPDK's log lines keep EAL's default stream (stderr and syslog)");

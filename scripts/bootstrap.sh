@@ -6,7 +6,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libdpdk-dev dpdk dpdk-dev libnuma-dev libpcap-dev
   libboost-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
-  libspdlog-dev libfmt-dev libpugixml-dev libsqlite3-dev libvirt-dev libmicrohttpd-dev
+  libspdlog-dev libfmt-dev libpugixml-dev libsqlite3-dev libvirt-dev libmicrohttpd-dev libcap-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-scapy python3-pytest tshark iproute2 procps
   # tests/e2e/test_libvirt_qemu.py: libvirtd + QEMU (TCG) guests, whose

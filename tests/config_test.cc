@@ -3,7 +3,10 @@
 #include "control/config.h"
 
 #include <gmock/gmock.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -551,6 +554,72 @@ TEST(Config, VtepErrors) {
             at + "learning: expected true or false, got \"yes\"");
   EXPECT_THAT(refusal(vtep("vni = 5\n")), StartsWith(at + "vni: unknown key (expected local_ip"));
   EXPECT_EQ(refusal("vtep = 1\n"), "config /etc/strait.toml: vtep: expected a table, got integer 1");
+}
+
+// ---- [privileges] ------------------------------------------------------------
+// Users and groups come from this host's databases: `nobody`, `daemon` and
+// root are in every Debian base system.
+
+TEST(Config, NoPrivilegesByDefault) { EXPECT_FALSE(parse("")->privileges.has_value()); }
+
+TEST(Config, PrivilegesUserByNameOrNumberAndItsLoginGroup) {
+  const passwd* nobody = getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "no user nobody on this host";
+  const group* login = getgrgid(nobody->pw_gid);
+  for (const std::string& user : {std::string("\"nobody\""), std::to_string(nobody->pw_uid)}) {
+    auto r = parse("[privileges]\nuser = " + user + "\n");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_TRUE(r->privileges.has_value());
+    EXPECT_EQ(r->privileges->user, "nobody");
+    EXPECT_EQ(r->privileges->uid, nobody->pw_uid);
+    EXPECT_EQ(r->privileges->gid, nobody->pw_gid);
+    EXPECT_EQ(r->privileges->group, login ? login->gr_name : std::to_string(nobody->pw_gid));
+    EXPECT_TRUE(r->privileges->capabilities.empty());
+  }
+}
+
+TEST(Config, PrivilegesGroupAndCapabilities) {
+  if (!getpwnam("nobody") || !getgrnam("daemon")) GTEST_SKIP() << "no nobody or daemon here";
+  auto r = parse(
+      "[privileges]\nuser = \"nobody\"\ngroup = \"daemon\"\n"
+      "capabilities = [\"CAP_NET_ADMIN\", \"CAP_NET_RAW\"]\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->privileges->group, "daemon");
+  EXPECT_EQ(r->privileges->gid, getgrnam("daemon")->gr_gid);
+  EXPECT_EQ(r->privileges->capabilities, (std::vector<int>{CAP_NET_ADMIN, CAP_NET_RAW}));
+}
+
+TEST(Config, PrivilegesErrors) {
+  if (!getpwnam("nobody") || !getpwnam("daemon")) GTEST_SKIP() << "no nobody or daemon here";
+  const std::string at = "config /etc/strait.toml: privileges.";
+  const std::string nobody = "[privileges]\nuser = \"nobody\"\n";
+  EXPECT_EQ(refusal("[privileges]\n"),
+            at + "user: missing (the user straitd becomes once started)");
+  EXPECT_EQ(refusal("[privileges]\nuser = \"no-such-user\"\n"),
+            at + "user: \"no-such-user\" is not a user of this host");
+  EXPECT_EQ(refusal("[privileges]\nuser = \"root\"\n"),
+            at + "user: \"root\" is root: name an unprivileged user");
+  EXPECT_EQ(refusal("[privileges]\nuser = 0\n"), at + "user: \"0\" is root: name an unprivileged user");
+  EXPECT_EQ(refusal("[privileges]\nuser = -1\n"), at + "user: -1 is outside 0..4294967294");
+  EXPECT_EQ(refusal(nobody + "group = \"no-such-group\"\n"),
+            at + "group: \"no-such-group\" is not a group of this host");
+  EXPECT_THAT(refusal(nobody + "capabilities = [\"CAP_SETUID\"]\n"),
+              StartsWith(at + "capabilities[0]: \"CAP_SETUID\" is not one straitd keeps "
+                              "(CAP_NET_RAW, CAP_NET_ADMIN,"));
+  EXPECT_EQ(refusal(nobody + "capabilities = [\"CAP_NET_RAW\", \"CAP_NET_RAW\"]\n"),
+            at + "capabilities[1]: CAP_NET_RAW is listed twice");
+  EXPECT_EQ(refusal(nobody + "capabilities = \"CAP_NET_RAW\"\n"),
+            at + "capabilities: expected an array of names, got \"CAP_NET_RAW\"");
+  EXPECT_EQ(refusal(nobody + "capabilities = [13]\n"),
+            at + "capabilities[0]: expected a string, got integer 13");
+  EXPECT_THAT(refusal(nobody + "uid = 1\n"), StartsWith(at + "uid: unknown key"));
+  // Once it is the user, straitd can give its sockets to no one else.
+  EXPECT_THAT(refusal(nobody + "[vhost]\nsocket_owner = \"daemon\"\n"),
+              StartsWith("config /etc/strait.toml: vhost.socket_owner: straitd becomes nobody"));
+  EXPECT_TRUE(parse(nobody + "[vhost]\nsocket_owner = \"nobody\"\n").ok());
+  EXPECT_THAT(refusal(nobody + "[vhost]\nsocket_group = \"daemon\"\n"),
+              StartsWith("config /etc/strait.toml: vhost.socket_group: user nobody ([privileges] "
+                         "user) is not in group daemon"));
 }
 
 }  // namespace

@@ -124,9 +124,13 @@ static int resolve_ownership(const std::string& path, const SocketOptions& opts,
   return 0;
 }
 
+mode_t socket_dir_mode(bool has_group) { return has_group ? 02770 : 0755; }
+
 // The socket directory is straitd's to create; any other directory must be
-// there already (a typo in a path must not grow a tree).
-static int make_socket_dir(const std::string& path, const SocketOptions& opts, std::string* err) {
+// there already (a typo in a path must not grow a tree). Made here, it gets
+// socket_dir_mode and the socket group (`gid`, -1: none).
+static int make_socket_dir(const std::string& path, const SocketOptions& opts, gid_t gid,
+                           std::string* err) {
   namespace fs = std::filesystem;
   std::string d = opts.dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
@@ -139,6 +143,15 @@ static int make_socket_dir(const std::string& path, const SocketOptions& opts, s
     *err = "vhost socket " + path + ": cannot create socket_dir " + opts.dir + ": " + ec.message();
     return -EIO;
   }
+  // Not the umask's bits (0700 under the unit's UMask=0077): QEMU must get in.
+  const bool has_group = gid != static_cast<gid_t>(-1);
+  if ((has_group && chown(dir.c_str(), static_cast<uid_t>(-1), gid) != 0) ||
+      chmod(dir.c_str(), socket_dir_mode(has_group)) != 0) {
+    const int e = errno;
+    fs::remove(dir, ec);  // a refused bind leaves nothing behind
+    *err = "vhost socket " + path + ": socket_dir " + opts.dir + ": " + std::strerror(e);
+    return -e;
+  }
   return 0;
 }
 
@@ -147,7 +160,7 @@ int Backend::add_socket(const std::string& path, Mode mode, const SocketOptions&
   Ownership own;
   if (mode == Mode::kServer) {
     if (int rc = resolve_ownership(path, opts, &own, err); rc < 0) return rc;
-    if (int rc = make_socket_dir(path, opts, err); rc < 0) return rc;
+    if (int rc = make_socket_dir(path, opts, own.gid, err); rc < 0) return rc;
     if (int rc = check_server_path(path, err); rc < 0) return rc;
   }
   uint64_t flags = 0;

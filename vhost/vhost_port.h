@@ -42,6 +42,13 @@ struct SocketOptions {
   std::string group;  // group name or gid; empty: straitd's own
 };
 
+// The mode of the socket directory when straitd makes it. With a socket
+// group, 02770 and that group: QEMU's user, a member, connects to straitd's
+// sockets there and makes its own there (libvirt mode='server'), which the
+// setgid bit gives the group, so that straitd can connect to them. Without
+// one, 0755: each socket's own mode and owner decide who connects.
+mode_t socket_dir_mode(bool has_group);
+
 // One per process. Register/unregister from the control thread only.
 class Backend {
  public:
