@@ -106,4 +106,10 @@ void close_ethdev(const Ethdev& d) {
   }
 }
 
+std::optional<bool> link_up(uint16_t port_id) {
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_id, &link) != 0) return std::nullopt;
+  return link.link_status == RTE_ETH_LINK_UP;
+}
+
 }  // namespace strait::ctl

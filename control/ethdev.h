@@ -2,6 +2,7 @@
 // DPDK ethdevs as Strait ports: physnet NICs and, until vhost-user has its
 // own attachment, VM NICs given as vdevs. Control thread only.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <rte_mempool.h>
@@ -38,5 +39,9 @@ Result<Ethdev> open_ethdev(const std::string& devargs, uint16_t n_workers);
 // freed: its buffers may still wait in other ports' tx rings (the caller
 // frees it once rte_mempool_full says they are all back).
 void close_ethdev(const Ethdev& dev);
+
+// The device's link as its driver reports it now, without waiting: up
+// (true) or down (false); nullopt when the driver cannot tell.
+std::optional<bool> link_up(uint16_t port_id);
 
 }  // namespace strait::ctl
