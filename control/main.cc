@@ -21,6 +21,7 @@
 #include "control/api_server.h"
 #include "control/config.h"
 #include "control/dpdk_log.h"
+#include "control/eal_interrupts.h"
 #include "control/event_loop.h"
 #include "control/libvirt_watcher.h"
 #include "control/metrics.h"
@@ -251,6 +252,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   int rc = run(cfg);
+  strait::ctl::park_interrupt_thread();  // every device is closed (run)
   rte_eal_cleanup();
   return rc;
 }

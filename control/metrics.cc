@@ -25,8 +25,15 @@ using nlohmann::json;
 using Labels = std::vector<std::pair<const char*, std::string>>;
 
 constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
-constexpr unsigned kMaxConnections = 32;
-constexpr unsigned kConnectionTimeoutS = 10;
+// A connection costs a descriptor and a 32 KiB buffer pool; idle ones are
+// cheap to open, so the limits are what stands between a scrape and a
+// client that opens sockets and says nothing. A scrape needs one connection
+// for well under a second: one that is silent for kConnectionTimeoutS goes,
+// so an idle client must keep kMaxConnections (or, from one address,
+// kMaxConnectionsPerIp) sockets open at once to crowd a scrape out.
+constexpr unsigned kMaxConnections = 512;
+constexpr unsigned kMaxConnectionsPerIp = 128;
+constexpr unsigned kConnectionTimeoutS = 3;
 
 // One family at a time: Prometheus wants a family's samples together,
 // right after its HELP and TYPE lines.
@@ -384,6 +391,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::listen(const std::string& 
   s->daemon_ = MHD_start_daemon(flags, port, nullptr, nullptr, &answer, const_cast<Switch*>(sw),
                                 MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&ss),
                                 MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerIp,
                                 MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutS,
                                 MHD_OPTION_EXTERNAL_LOGGER, &log_mhd, nullptr, MHD_OPTION_END);
   if (!s->daemon_) return Error{"device_error", "metrics.listen " + where + ": cannot listen"};

@@ -168,19 +168,19 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
 
 // Only once no worker can reach the device (after a grace period, or with
 // the workers stopped).
-void Switch::detach(const PortRuntime& rt) {
+void Switch::detach(const PortRuntime& rt, bool for_good) {
   if (rt.capture) close_capture_dev(*rt.capture);
   if (!rt.has_device) return;
   if (rt.dp.kind == dp::PortKind::kVhost) {
     vhost::Backend::instance().remove_socket(rt.vhost_path);
   } else {
-    close_and_retire(rt.dev);
+    close_and_retire(rt.dev, for_good);
   }
 }
 
 // The device goes now; its pool once every buffer is back (free_retired_pools).
-void Switch::close_and_retire(const Ethdev& dev) {
-  close_ethdev(dev);
+void Switch::close_and_retire(const Ethdev& dev, bool for_good) {
+  close_ethdev(dev, for_good);
   retired_pools_.push_back(dev.pool);
 }
 
@@ -197,10 +197,12 @@ void Switch::free_retired_pools() {
 Switch::~Switch() {
   stop_workers();
   // No worker runs: vhost devices can go at once (remove_socket releases any
-  // destroy_device waiting for us).
-  for (auto& [id, p] : ports_) detach(p);
+  // destroy_device waiting for us). Every ethdev is closed, its interrupt
+  // callbacks with it, before the pools and memory they use go (below, and
+  // rte_eal_cleanup): devices EAL was given too, which nobody else closes.
+  for (auto& [id, p] : ports_) detach(p, /*for_good=*/true);
   offload_.clear();
-  for (auto& [name, u] : uplinks_) close_and_retire(u.dev);
+  for (auto& [name, u] : uplinks_) close_and_retire(u.dev, /*for_good=*/true);
   ports_.clear();
   uplinks_.clear();
   publisher_.poll();  // workers stopped: run what waited for a grace period

@@ -105,8 +105,9 @@ class Switch {
   Status restore(const Store::Saved& saved);
   // Opens the port's device (ethdev) or socket (vhost) under datapath index dp.
   Result<PortRuntime> attach(const PortSpec& spec, uint16_t dp);
-  void detach(const PortRuntime& rt);
-  void close_and_retire(const Ethdev& dev);
+  // for_good: straitd is stopping (close_ethdev).
+  void detach(const PortRuntime& rt, bool for_good = false);
+  void close_and_retire(const Ethdev& dev, bool for_good = false);
   void free_retired_pools();
   void republish();
 

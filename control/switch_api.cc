@@ -35,6 +35,8 @@ json resolve_vhost_socket(const json& params, const std::string& socket_dir) {
   return resolved;
 }
 
+json link_json(std::optional<bool> up) { return up ? json(*up ? "up" : "down") : json(nullptr); }
+
 json drops_json(const std::vector<uint64_t>& v, size_t first) {
   json d = json::object();
   for (unsigned r = 1; r < dp::kNumDropReasons; r++)
@@ -295,9 +297,15 @@ json Switch::port_json(const PortSpec& p) const {
   const bool ethdev = it != ports_.end() && it->second.has_device &&
                       it->second.dp.kind == dp::PortKind::kEthdev;
   j["ethdev"] = ethdev ? json(it->second.dev.port_id) : json(nullptr);
+  // `state` says the switch forwards for the port; `link` what its device
+  // says of its wire: an ethdev's link, a vhost port's guest driver.
+  j["link"] = ethdev ? link_json(link_up(it->second.dev.port_id)) : json(nullptr);
+  j["rx_queues"] = ethdev ? json(it->second.dev.n_rxq) : json(nullptr);
+  j["tx_queues"] = ethdev ? json(it->second.dev.n_txq) : json(nullptr);
   if (it != ports_.end() && it->second.dp.kind == dp::PortKind::kVhost) {
     j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()},
                   {"attached", it->second.has_device}};
+    if (it->second.has_device) j["link"] = it->second.dp.vid >= 0 ? "up" : "down";
     j["capture"] = capture_json(it->second);
   }
   j["domain"] = nullptr;
@@ -321,7 +329,9 @@ json Switch::show() const {
   json physnets = json::array();
   for (const auto& [name, u] : uplinks_)
     physnets.push_back({{"name", name}, {"device", u.dev.devargs}, {"dp_port", u.dp.dp},
-                        {"ethdev", u.dev.port_id}, {"state", u.dp.live ? "up" : "down"},
+                        {"ethdev", u.dev.port_id}, {"rx_queues", u.dev.n_rxq},
+                        {"tx_queues", u.dev.n_txq}, {"state", u.dp.live ? "up" : "down"},
+                        {"link", link_json(link_up(u.dev.port_id))},
                         {"flow_offload", offload_.json(name)}});
   json nets = json::array(), ports = json::array();
   for (const auto& [id, n] : model_.networks()) nets.push_back(network_json(n));

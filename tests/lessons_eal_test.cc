@@ -13,8 +13,10 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -318,7 +320,7 @@ class PinnedWorker {
       sched_param sp{};
       sp.sched_priority = 1;
       p->realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
-      return pin(1);
+      return pin(kWorkerCpu);
     });
     pin(0);
   }
@@ -331,15 +333,42 @@ class PinnedWorker {
     pin(-1);
   }
   bool realtime() const { return realtime_; }
-  // The worker thread's involuntary context switches: the OS ran something
-  // else on its CPU.
-  uint64_t preempted() const {
-    std::ifstream f("/proc/self/task/" + std::to_string(tid_) + "/status");
+  // What took the worker's CPU from it so far, as the kernel counts it.
+  struct Taken {
+    // The worker thread's involuntary context switches: the OS ran
+    // something else on its CPU.
+    uint64_t preempted = 0;
+    // Time the hypervisor ran something else on the CPU's vCPU (steal, in
+    // /proc/stat's 10 ms ticks): invisible to the guest's scheduler, so no
+    // context switch says so. A 2-vCPU VM on a busy host loses its vCPUs
+    // for a host scheduler slice, a few ms, now and then.
+    uint64_t steal_ticks = 0;
+    uint64_t page_faults = 0;  // the worker's own, minor and major: for the diagnosis
+  };
+  Taken taken() const {
+    Taken t;
+    const std::string task = "/proc/self/task/" + std::to_string(tid_);
+    std::ifstream status(task + "/status");
     std::string line;
-    while (std::getline(f, line))
-      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) return std::stoull(line.substr(27));
-    return 0;
+    while (std::getline(status, line))
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) t.preempted = std::stoull(line.substr(27));
+    std::ifstream stat(task + "/stat");  // after "(comm) ": state ppid ... minflt(10) cminflt majflt(12)
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::vector<std::string> f(std::istream_iterator<std::string>{fields}, {});
+    if (f.size() > 10) t.page_faults = std::stoull(f[7]) + std::stoull(f[9]);
+    std::ifstream cpus("/proc/stat");
+    const std::string cpu = "cpu" + std::to_string(kWorkerCpu) + " ";
+    while (std::getline(cpus, line)) {
+      if (line.rfind(cpu, 0) != 0) continue;
+      std::istringstream ticks(line.substr(cpu.size()));
+      uint64_t v[8] = {};  // user nice system idle iowait irq softirq steal
+      for (uint64_t& x : v) ticks >> x;
+      t.steal_ticks = v[7];
+    }
+    return t;
   }
+  static constexpr int kWorkerCpu = 1;
 
  private:
   static int pin(int cpu) {
@@ -423,13 +452,21 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
   Traffic traffic(a, b, frames[0]);
   h.pump(std::chrono::milliseconds(300));  // warm: flows cached, conntrack entry made
   ASSERT_GT(traffic.received(), 0u) << "no traffic through the worker";
-  // Ten windows of 100 binds and 10 rule changes each. A window in which
-  // the OS ran something else on the worker's CPU cannot tell a stall from
-  // preemption: it is counted apart.
+  // Ten windows of 100 binds and 10 rule changes each. A long iteration in
+  // a window in which the OS (an involuntary context switch of the worker)
+  // or the hypervisor (steal on the worker's CPU) took the CPU cannot be
+  // told from a stall of the switch's making: the window is counted apart,
+  // not judged. A run on a 2-vCPU VM once failed here with a 4.5 ms
+  // iteration and no context switch: the test did not look at steal. Runs
+  // on such a VM showed iterations of 1 to 2 ms only in windows with
+  // steal, none in the others, and never a page fault of the worker (it
+  // takes no lock and makes no system call while it iterates).
   const uint64_t gen0 = h.ok("stats")["generation"].get<uint64_t>();
-  int next_rule = 0, clean = 0, stalled = 0, preempted_windows = 0;
+  int next_rule = 0, clean = 0, stalled = 0, preempted_windows = 0, stolen_windows = 0;
+  std::string stalls;
   for (int w = 0; w < 10; w++) {
-    const uint64_t over0 = dp::read(st.iterations_over_1ms), preempted0 = pinned.preempted();
+    const uint64_t over0 = dp::read(st.iterations_over_1ms);
+    const PinnedWorker::Taken before = pinned.taken();
     for (int i = w * 100; i < (w + 1) * 100; i++) {
       const std::string ip = "10.2." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);
       h.ok("port.bind", vhost_port(dir, 100 + i, ip, {"g"}));
@@ -439,20 +476,32 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
         next_rule++;
       }
     }
-    if (pinned.preempted() != preempted0)
-      preempted_windows++;
-    else if (dp::read(st.iterations_over_1ms) != over0)
-      stalled++;
-    else
+    const PinnedWorker::Taken after = pinned.taken();
+    const uint64_t over = dp::read(st.iterations_over_1ms) - over0;
+    std::printf("F16 window %d: %lu over 1 ms; worker preempted %lu times, %lu steal ticks, %lu "
+                "page faults\n", w, over, after.preempted - before.preempted,
+                after.steal_ticks - before.steal_ticks, after.page_faults - before.page_faults);
+    if (over == 0) {
       clean++;
+    } else if (after.preempted != before.preempted) {
+      preempted_windows++;
+    } else if (after.steal_ticks != before.steal_ticks) {
+      stolen_windows++;
+    } else {
+      stalled++;
+      stalls += " window " + std::to_string(w) + ": " + std::to_string(over) +
+                " iteration(s) over 1 ms, " +
+                std::to_string(after.page_faults - before.page_faults) + " page fault(s);";
+    }
   }
   const uint64_t publishes = h.ok("stats")["generation"].get<uint64_t>() - gen0;
   traffic.stop();
   const double max_us = double(dp::read(st.max_iteration_cycles)) * 1e6 / double(rte_get_tsc_hz());
   std::printf("F16: %lu publishes, %lu frames; longest worker iteration %.1f us, %lu over 1 ms; "
-              "windows: %d clean, %d stalled, %d with the worker preempted by the OS (%s)\n",
+              "windows: %d clean, %d stalled, %d with a long iteration while the OS preempted "
+              "the worker, %d while the hypervisor took its vCPU (%s)\n",
               publishes, traffic.sent(), max_us, dp::read(st.iterations_over_1ms), clean, stalled,
-              preempted_windows, pinned.realtime() ? "SCHED_FIFO" : "SCHED_OTHER");
+              preempted_windows, stolen_windows, pinned.realtime() ? "SCHED_FIFO" : "SCHED_OTHER");
   EXPECT_GE(publishes, 1000u);
   const json shown = h.ok("stats")["workers"][0];  // what a user sees of the same
   EXPECT_GE(shown["max_iteration_cycles"].get<uint64_t>(), 1u);
@@ -460,10 +509,11 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
   EXPECT_EQ(traffic.received(), traffic.sent()) << "frames lost under control work";
   EXPECT_EQ(h.drops("sg_ingress_denied"), 0u);
   EXPECT_EQ(h.ok("port.list")["ports"].size(), 1002u);
-  EXPECT_EQ(stalled, 0) << "a worker iteration took over 1 ms while the control thread worked";
+  EXPECT_EQ(stalled, 0) << "a worker iteration took over 1 ms while the control thread worked, "
+                            "with its CPU neither preempted nor stolen:" << stalls;
   if (clean == 0 && stalled == 0)
-    GTEST_SKIP() << "the OS ran something else on the worker's CPU in every window: a long "
-                    "iteration cannot be told from a stall on this host";
+    GTEST_SKIP() << "a long iteration in every window, with the worker's CPU taken by the OS or "
+                    "the hypervisor: a stall cannot be told from that on this host";
 }
 
 }  // namespace

@@ -439,7 +439,7 @@ TEST(StraitctlRender, NetworksTableAlignsAndFillsMissing) {
 
 TEST(StraitctlRender, EmptyListIsHeaderOnly) {
   EXPECT_EQ(render_networks(json::array()), "ID  TYPE  PHYSNET  SEG  MTU  LVLAN  PORTS\n");
-  EXPECT_EQ(render_ports(json()), "ID  NETWORK  MAC  IPS  STATE  LVLAN  ATTACH\n");
+  EXPECT_EQ(render_ports(json()), "ID  NETWORK  MAC  IPS  STATE  LINK  LVLAN  DOMAIN  ATTACH\n");
 }
 
 TEST(StraitctlRender, PortsTable) {
@@ -447,8 +447,46 @@ TEST(StraitctlRender, PortsTable) {
     "fixed_ips": ["10.0.0.1", "2001:db8::1"], "attach": {"type": "ethdev", "devargs": "net_ring1"},
     "state": "up", "local_vlan": 3}])");
   EXPECT_EQ(render_ports(ports),
-            "ID  NETWORK  MAC                IPS                   STATE  LVLAN  ATTACH\n"
-            "p1  n        02:00:00:00:00:01  10.0.0.1,2001:db8::1  up         3  net_ring1\n");
+            "ID  NETWORK  MAC                IPS                   STATE  LINK  LVLAN  DOMAIN  ATTACH\n"
+            "p1  n        02:00:00:00:00:01  10.0.0.1,2001:db8::1  up     -         3  -       net_ring1\n");
+}
+
+// Issue #23: an ethdev port forwarding with its link down read as plain
+// "up", and a port's instance and vhost device were only in -o json.
+TEST(StraitctlRender, PortsTableShowsLinkAndDomain) {
+  json ports = json::parse(R"([
+    {"id": "e", "state": "up", "link": "down", "attach": {"type": "ethdev", "devargs": "net_tap0"},
+     "rx_queues": 2, "tx_queues": 2, "domain": null},
+    {"id": "v", "state": "up", "link": "up", "attach": {"type": "vhost", "path": "/run/v.sock"},
+     "vhost": {"vid": 0, "queues": 1, "attached": true},
+     "domain": {"uuid": "6f1d0000-0000-4000-8000-000000000001", "name": "vm1", "state": "running"}},
+    {"id": "w", "state": "down", "link": null, "attach": {"type": "vhost", "path": "/run/w.sock"},
+     "domain": {"uuid": "6f1d0000-0000-4000-8000-000000000002", "name": "", "state": "stopped"}}])");
+  EXPECT_EQ(render_ports(ports),
+            "ID  NETWORK  MAC  IPS  STATE  LINK  LVLAN  DOMAIN                                         ATTACH\n"
+            "e   -        -    -    up     down  -      -                                              net_tap0\n"
+            "v   -        -    -    up     up    -      vm1(running)                                   vhost:/run/v.sock\n"
+            "w   -        -    -    down   -     -      6f1d0000-0000-4000-8000-000000000002(stopped)  vhost:/run/w.sock\n");
+}
+
+TEST(StraitctlRender, PortDetailShowsLinkQueuesVhostAndDomain) {
+  std::string out = render_port_detail(json::parse(R"({"id": "e", "link": "down",
+    "attach": {"type": "ethdev", "devargs": "net_tap0"}, "ethdev": 3, "rx_queues": 2,
+    "tx_queues": 4, "vhost": null, "domain": null})"));
+  EXPECT_THAT(out, HasSubstr("link:             down\n"));
+  EXPECT_THAT(out, HasSubstr("queues:           2 rx, 4 tx\n"));
+  EXPECT_THAT(out, HasSubstr("vhost:            -\n"));
+  EXPECT_THAT(out, HasSubstr("domain:           -\n"));
+  out = render_port_detail(json::parse(R"({"id": "v", "link": "up",
+    "vhost": {"vid": 5, "queues": 2, "attached": true},
+    "domain": {"uuid": "6f1d0000-0000-4000-8000-000000000001", "name": "vm1", "state": "paused"}})"));
+  EXPECT_THAT(out, HasSubstr("vhost:            device 5, 2 queue pair(s)\n"));
+  EXPECT_THAT(out, HasSubstr("domain:           vm1 6f1d0000-0000-4000-8000-000000000001 paused\n"));
+  EXPECT_THAT(out, HasSubstr("queues:           -\n"));
+  out = render_port_detail(json::parse(R"({"id": "v", "vhost": {"vid": -1, "queues": 0, "attached": true}})"));
+  EXPECT_THAT(out, HasSubstr("vhost:            no device (no guest driver)\n"));
+  out = render_port_detail(json::parse(R"({"id": "v", "vhost": {"vid": -1, "queues": 0, "attached": false}})"));
+  EXPECT_THAT(out, HasSubstr("vhost:            detached (its instance's interface is gone)\n"));
 }
 
 TEST(StraitctlRender, VhostAttachment) {
@@ -475,9 +513,9 @@ TEST(StraitctlRender, CapturedVhostPortShowsItsStandIn) {
 TEST(StraitctlRender, AddressesAreNotNumbers) {
   json ports = json::parse(R"([{"id": "a", "fixed_ips": ["10.0.0.1"]}, {"id": "b"}])");
   EXPECT_EQ(render_ports(ports),
-            "ID  NETWORK  MAC  IPS       STATE  LVLAN  ATTACH\n"
-            "a   -        -    10.0.0.1  -      -      -\n"
-            "b   -        -    -         -      -      -\n");
+            "ID  NETWORK  MAC  IPS       STATE  LINK  LVLAN  DOMAIN  ATTACH\n"
+            "a   -        -    10.0.0.1  -      -     -      -       -\n"
+            "b   -        -    -         -      -     -      -       -\n");
 }
 
 TEST(StraitctlRender, PortDetail) {
@@ -495,9 +533,26 @@ TEST(StraitctlRender, ShowSections) {
   std::string out = render_show(show);
   EXPECT_THAT(out, HasSubstr("generation  7\n"));
   EXPECT_THAT(out, HasSubstr("Workers\nWORKER  LCORE  RX QUEUES\n     0      1  0:0 2:1\n"));
-  EXPECT_THAT(out, HasSubstr("Physnets\nNAME      DEVICE     DP_PORT  ETHDEV  STATE\n"));
+  EXPECT_THAT(out, HasSubstr("Physnets\nNAME      DEVICE     DP_PORT  ETHDEV  RXQ  TXQ  STATE  LINK\n"));
   EXPECT_THAT(out, HasSubstr("Networks\nID  TYPE"));
   EXPECT_THAT(out, HasSubstr("Ports\nID  NETWORK"));
+}
+
+TEST(StraitctlRender, ShowSaysLibvirtAndEachPhysnetsLinkAndQueues) {
+  json show = json::parse(R"({"version": "0.1.0", "generation": 7,
+    "physnets": [{"name": "physnet1", "device": "net_tap0", "dp_port": 0, "ethdev": 0,
+                  "rx_queues": 2, "tx_queues": 2, "state": "up", "link": "down"}],
+    "libvirt": {"uri": "qemu:///system", "connected": true, "read_only": false}})");
+  std::string out = render_show(show);
+  EXPECT_THAT(out, HasSubstr("libvirt     qemu:///system, connected\n"));
+  EXPECT_THAT(out, HasSubstr("\nphysnet1  net_tap0        0       0    2    2  up     down\n"));
+  show["libvirt"] = json::parse(R"({"uri": "qemu:///system", "connected": false,
+    "read_only": false, "last_error": "Failed to connect socket", "next_retry_s": 2.5})");
+  EXPECT_THAT(render_show(show),
+              HasSubstr("libvirt     qemu:///system, not connected (Failed to connect socket; "
+                        "next try in 2.5 s)\n"));
+  show["libvirt"] = {{"enabled", false}};
+  EXPECT_THAT(render_show(show), HasSubstr("libvirt     disabled\n"));
 }
 
 TEST(StraitctlRender, StatsTables) {

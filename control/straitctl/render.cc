@@ -97,6 +97,15 @@ std::string section(const std::string& title, const std::string& body) {
   return title + "\n" + body + "\n";
 }
 
+// The libvirt instance a port is an interface of: "NAME(STATE)", its UUID
+// when the domain has no name.
+std::string domain_cell(const json& port) {
+  const json& d = field(port, "domain");
+  if (!d.is_object()) return "-";
+  const std::string name = cell(d, "name");
+  return (name == "-" ? cell(d, "uuid") : name) + "(" + cell(d, "state") + ")";
+}
+
 }  // namespace
 
 std::string Table::str() const {
@@ -152,11 +161,14 @@ std::string render_networks(const json& networks) {
   return t.str();
 }
 
+// STATE: the switch forwards for the port; LINK: its device's own link (an
+// ethdev's carrier, a vhost port's guest driver).
 std::string render_ports(const json& ports) {
-  Table t({"ID", "NETWORK", "MAC", "IPS", "STATE", "LVLAN", "ATTACH"});
+  Table t({"ID", "NETWORK", "MAC", "IPS", "STATE", "LINK", "LVLAN", "DOMAIN", "ATTACH"});
   for (const json& p : ports.is_array() ? ports : json::array()) {
     t.add({cell(p, "id"), cell(p, "network"), cell(p, "mac"), cell(p, "fixed_ips"),
-           cell(p, "state"), cell(p, "local_vlan"), attach_cell(p)});
+           cell(p, "state"), cell(p, "link"), cell(p, "local_vlan"), domain_cell(p),
+           attach_cell(p)});
   }
   return t.str();
 }
@@ -182,6 +194,27 @@ std::string pairs_cell(const json& port) {
   return s.empty() ? "-" : s;
 }
 
+// An ethdev's queues: "2 rx, 2 tx"; "-" for other ports.
+std::string queues_cell(const json& port) {
+  if (!field(port, "rx_queues").is_number()) return "-";
+  return cell(port, "rx_queues") + " rx, " + cell(port, "tx_queues") + " tx";
+}
+
+std::string vhost_cell(const json& port) {
+  const json& v = field(port, "vhost");
+  if (!v.is_object()) return "-";
+  if (field(v, "attached") == false) return "detached (its instance's interface is gone)";
+  if (!field(v, "vid").is_number_integer() || v["vid"].get<int64_t>() < 0)
+    return "no device (no guest driver)";
+  return "device " + cell(v, "vid") + ", " + cell(v, "queues") + " queue pair(s)";
+}
+
+std::string domain_detail(const json& port) {
+  const json& d = field(port, "domain");
+  if (!d.is_object()) return "-";
+  return cell(d, "name") + " " + cell(d, "uuid") + " " + cell(d, "state");
+}
+
 }  // namespace
 
 std::string render_port_detail(const json& port) {
@@ -194,9 +227,13 @@ std::string render_port_detail(const json& port) {
                  {"security_groups", cell(port, "security_groups")},
                  {"address_pairs", pairs_cell(port)},
                  {"state", cell(port, "state")},
+                 {"link", cell(port, "link")},
                  {"local_vlan", cell(port, "local_vlan")},
                  {"dp_port", cell(port, "dp_port")},
                  {"ethdev", cell(port, "ethdev")},
+                 {"queues", queues_cell(port)},
+                 {"vhost", vhost_cell(port)},
+                 {"domain", domain_detail(port)},
                  {"capture", field(port, "capture").is_object()
                                  ? cell(port["capture"], "ethdev")
                                  : std::string("-")}});
@@ -286,9 +323,29 @@ std::string render_tunnel(const json& tunnel) {
   return out;
 }
 
+namespace {
+
+// "URI, connected", "URI, not connected (ERROR; next try in N s)" or "disabled".
+std::string libvirt_cell(const json& libvirt) {
+  if (!libvirt.is_object() || field(libvirt, "enabled") == false) return "disabled";
+  std::string s = cell(libvirt, "uri");
+  if (field(libvirt, "connected") == true)
+    return s + ", connected" + (field(libvirt, "read_only") == true ? " (read-only)" : "");
+  s += ", not connected (" + cell(libvirt, "last_error");
+  if (const json& t = field(libvirt, "next_retry_s"); t.is_number()) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "; next try in %.1f s", t.get<double>());
+    s += buf;
+  }
+  return s + ")";
+}
+
+}  // namespace
+
 std::string render_show(const json& show) {
   std::string out = "version     " + cell(show, "version") + "\n" + "generation  " +
-                    cell(show, "generation") + "\n\n";
+                    cell(show, "generation") + "\n" + "libvirt     " +
+                    libvirt_cell(field(show, "libvirt")) + "\n\n";
   Table workers({"WORKER", "LCORE", "RX QUEUES"});
   for (const json& w : list_field(show, "workers")) {
     std::string queues;
@@ -298,10 +355,10 @@ std::string render_show(const json& show) {
     workers.add({cell(w, "id"), cell(w, "lcore"), queues.empty() ? "-" : queues});
   }
   out += section("Workers", workers.str());
-  Table physnets({"NAME", "DEVICE", "DP_PORT", "ETHDEV", "STATE"});
+  Table physnets({"NAME", "DEVICE", "DP_PORT", "ETHDEV", "RXQ", "TXQ", "STATE", "LINK"});
   for (const json& p : list_field(show, "physnets")) {
     physnets.add({cell(p, "name"), cell(p, "device"), cell(p, "dp_port"), cell(p, "ethdev"),
-                  cell(p, "state")});
+                  cell(p, "rx_queues"), cell(p, "tx_queues"), cell(p, "state"), cell(p, "link")});
   }
   out += section("Physnets", physnets.str());
   out += section("Networks", render_networks(list_field(show, "networks")));

@@ -3,12 +3,13 @@ every command, refused requests change nothing, the raw socket protocol."""
 import itertools
 import json
 import os
+import re
 import stat
 import subprocess
 
 import pytest
 
-from conftest import STRAITCTL, new_mac, read_line, unique, uuid_for
+from conftest import STRAITCTL, new_mac, read_line, unique, uuid_for, wait_for
 
 _n = itertools.count(1)
 
@@ -430,3 +431,36 @@ def test_fixed_ip_used_in_the_same_network_is_refused(sw, net):
                "--ip", "10.5.0.1", "--ethdev", d2, check=False)
     assert p.returncode == 1 and "conflict" in p.stderr and "fixed_ips" in p.stderr
     assert state(sw) == before and not tx2.exists()
+
+
+# ---- what straitctl tells of a port's device --------------------------------------
+
+
+def table_rows(text):
+    """A straitctl table as {first cell: {header: cell}} (no cell holds a space)."""
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    return {r[0]: dict(zip(lines[0], r)) for r in lines[1:]}
+
+
+def test_an_ethdev_port_whose_link_is_down_says_so_with_its_queues(sw, net):
+    """Issue #23: `port list` said `up` for an ethdev port whose link was
+    down, and nothing showed an ethdev's rx/tx queue counts. A memif server
+    port that no peer has joined forwards (state up) with its link down."""
+    pid = port_uuid()
+    sw.ctl("port", "bind", pid, "--network", net, "--mac", new_mac(), "--ethdev",
+           f"net_memif_api{next(_n)},role=server,socket={sw.tmp}/{pid[:8]}.memif")
+    wait_for(lambda: sw.call("port.show", {"id": pid})["state"] == "up", what="port up")
+    port = sw.call("port.show", {"id": pid})
+    assert (port["link"], port["rx_queues"], port["tx_queues"]) == ("down", 1, 1)
+    row = table_rows(sw.ctl("port", "list").stdout)[pid]
+    assert (row["STATE"], row["LINK"]) == ("up", "down")
+    detail = sw.ctl("port", "show", pid).stdout
+    assert re.search(r"^link: +down$", detail, re.M), detail
+    assert re.search(r"^queues: +1 rx, 1 tx$", detail, re.M), detail
+    # The physnet's NIC (net_pcap) has its link up.
+    physnet = sw.call("show")["physnets"][0]
+    assert (physnet["link"], physnet["rx_queues"], physnet["tx_queues"]) == ("up", 1, 1)
+    shown = sw.ctl("show").stdout
+    physnets = table_rows(shown.split("Physnets\n")[1].split("\n\n")[0])["physnet1"]
+    assert (physnets["LINK"], physnets["RXQ"], physnets["TXQ"]) == ("up", "1", "1")
+    assert re.search(r"^libvirt +disabled$", shown, re.M), shown

@@ -310,6 +310,34 @@ def test_many_scrapes_in_a_row_and_at_once(sw):
         scrape(sw)
 
 
+def test_idle_connections_do_not_starve_a_scrape(sw):
+    """Issue #23: 32 idle local connections, each held 10 s, made the
+    endpoint stop answering. 100 of them now leave room for a scrape, which
+    answers at once, and each is closed after a few silent seconds."""
+    import time
+    host, port = sw.metrics_url.split("/")[2].split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(100)]
+    try:
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(sw.metrics_url, timeout=5) as r:
+                body = r.read()
+        except OSError as e:
+            pytest.fail(f"no answer to a scrape with 100 idle connections open: {e!r}")
+        assert b"strait_port_up" in body and time.monotonic() - start < 2.0
+        # The silent ones are closed by the server (EOF), well before the
+        # 10 s that used to hold a slot.
+        for s in idle:
+            s.settimeout(max(0.1, start + 6.0 - time.monotonic()))
+            try:
+                assert s.recv(1) == b"", "an idle connection was answered"
+            except socket.timeout:
+                pytest.fail(f"an idle connection still open {time.monotonic() - start:.1f} s later")
+    finally:
+        for s in idle:
+            s.close()
+
+
 # ---- start-up ------------------------------------------------------------------
 
 
