@@ -6,6 +6,9 @@ CMAKE_FLAGS ?=
 # make test SANITIZE=address,undefined: the whole suite under ASan+UBSan, in
 # a build directory of its own (tests/README.md "Sanitizers").
 SANITIZE ?=
+TSAN_DEFAULT_OPTIONS := halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
+# Extra ctest arguments, e.g. CTEST_ARGS='-L stress' (the threading stress tests).
+CTEST_ARGS ?=
 ifneq ($(SANITIZE),)
 comma := ,
 BUILD := build-$(subst $(comma),-,$(SANITIZE))
@@ -13,10 +16,10 @@ CMAKE_FLAGS += -DSTRAIT_SANITIZE=$(SANITIZE) -DSTRAIT_BUILD_BENCH=OFF
 export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1
 export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
+export TSAN_OPTIONS ?= $(TSAN_DEFAULT_OPTIONS)
 endif
 
-.PHONY: all deps build test demo bench meson-dpdk clean
+.PHONY: all deps build test tsan demo bench meson-dpdk clean
 
 all: build
 
@@ -30,7 +33,18 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 1
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 1 $(CTEST_ARGS)
+
+# The threading contracts (conntrack, publisher) under ThreadSanitizer: only
+# the *_stress_test targets are built, in build-thread (tests/README.md).
+TSAN_BUILD := build-thread
+TSAN_TESTS := $(patsubst tests/%.cc,%,$(wildcard tests/*_stress_test.cc))
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSTRAIT_SANITIZE=thread -DSTRAIT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="$${TSAN_OPTIONS:-$(TSAN_DEFAULT_OPTIONS)}" \
+	  ctest -L stress --output-on-failure --timeout 600 -j 1
 
 demo: build
 	bash scripts/demo.sh $(BUILD)

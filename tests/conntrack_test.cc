@@ -1,20 +1,14 @@
 // Connection tracking: state machines, one entry per connection across
 // workers (F9), bounded table under a SYN flood, expiry with deferred reuse
-// (rte_rcu_qsbr), flushes, F10 re-verification hooks, and a multi-thread
-// stress run. Real threads; no EAL needed (rte_rcu_qsbr works on plain memory).
+// (rte_rcu_qsbr), flushes, F10 re-verification hooks. The workers-and-control
+// churn under real threads is conntrack_stress_test.cc. No EAL needed.
 #include "dataplane/conntrack.h"
 
 #include <gtest/gtest.h>
-#include <rte_rcu_qsbr.h>
 
 #include <atomic>
 #include <barrier>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <random>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -701,127 +695,6 @@ TEST(ConntrackHint, OnlyForPacketsTheFlowKeyNames) {
   CtPacket related = pkt(v4(kA, 1, kB, 2, kIpProtoUdp));
   related.kind = CtPacketKind::kRelated;
   EXPECT_FALSE(ct_hintable(related));
-}
-
-// ---- stress: workers look up, create and update while the control thread
-// expires, flushes and recycles entries under rte_rcu_qsbr ---------------------------
-
-TEST(ConntrackStress, ConcurrentLookupCreateExpireWithRcu) {
-  constexpr uint16_t kWorkers = 3;
-  constexpr uint32_t kCap = 4096, kKeys = 12000;
-  const char* env = std::getenv("STRAIT_CT_STRESS_MS");
-  const int run_ms = env ? std::atoi(env) : 3000;
-  Conntrack ct(config(kCap, kWorkers));
-
-  const size_t sz = rte_rcu_qsbr_get_memsize(kWorkers);
-  auto* qsbr = static_cast<rte_rcu_qsbr*>(std::aligned_alloc(64, (sz + 63) / 64 * 64));
-  ASSERT_NE(qsbr, nullptr);
-  ASSERT_EQ(rte_rcu_qsbr_init(qsbr, kWorkers), 0);
-
-  std::vector<CtTuple> keys;
-  for (uint32_t i = 0; i < kKeys; i++)
-    keys.push_back(v4(kA + i % 97, uint16_t(i), kB + i % 13, uint16_t(80 + i % 3),
-                      i % 3 == 0 ? kIpProtoTcp : kIpProtoUdp, uint16_t(1 + i % 4)));
-  std::atomic<uint64_t> clock_ms{0};
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> ops{0}, bad{0};
-
-  auto worker = [&](uint16_t id) {
-    rte_rcu_qsbr_thread_register(qsbr, id);
-    rte_rcu_qsbr_thread_online(qsbr, id);
-    std::mt19937 rng(id);
-    std::vector<CtHint> hints(2 * kKeys);  // by key and direction, kept across bursts
-    uint64_t n = 0;
-    while (!stop.load(std::memory_order_relaxed)) {
-      for (int b = 0; b < 32; b++) {  // a "burst"
-        const uint64_t now = clock_ms.load(std::memory_order_relaxed);
-        const uint32_t ki = rng() % kKeys;
-        const bool rev = rng() & 1;
-        CtTuple t = keys[ki];
-        if (rev) t = reversed(t);
-        const uint8_t flags = t.proto == kIpProtoTcp ? uint8_t((rng() % 4 == 0) ? kSyn : kAck) : 0;
-        // As the datapath does: the flow's hint first (every other time,
-        // so both ways of finding an entry race), then by key.
-        CtHint& hint = hints[2 * ki + rev];
-        CtLookup l = (n & 1) ? ct.lookup(hint, now) : CtLookup{};
-        if (l.entry == nullptr) l = ct.lookup(t, now);
-        if (l.entry) {
-          bool hi;
-          // The key we matched must be the tuple's: a reused entry read
-          // before its grace period ended would show another key, and so
-          // would a hint of an entry's earlier life.
-          if (!(l.entry->key == ct_make_key(t, &hi)) || l.src_hi != hi) bad++;
-          ct.update(l, pkt(t, flags), now);
-          hint = ct.hint(l.entry, l.src_hi);
-          if (rng() % 1000 == 0) Conntrack::end(l.entry);
-        } else {
-          CtCreate c = ct.create(pkt(t, flags), 1, now, id);
-          bool hi;
-          if (c.entry && (!(c.entry->key == ct_make_key(t, &hi)) || c.src_hi != hi)) bad++;
-          if (c.entry) hint = ct.hint(c.entry, c.src_hi);
-        }
-        n++;
-      }
-      rte_rcu_qsbr_quiescent(qsbr, id);
-    }
-    rte_rcu_qsbr_thread_offline(qsbr, id);
-    rte_rcu_qsbr_thread_unregister(qsbr, id);
-    ops += n;
-  };
-  std::vector<std::thread> ts;
-  for (uint16_t i = 0; i < kWorkers; i++) ts.emplace_back(worker, i);
-
-  // Control thread: time runs fast (10 s per ms), expire in slices, flush a
-  // zone now and then, recycle entries after a grace period.
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(run_ms);
-  bool waiting = false;
-  uint64_t token = 0, rounds = 0, expired = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    const uint64_t now = clock_ms.fetch_add(10 * kSec) + 10 * kSec;
-    expired += ct.expire(now, 256);
-    if (++rounds % 50 == 0) ct.flush_zone(uint16_t(1 + rounds / 50 % 4));
-    if (waiting && rte_rcu_qsbr_check(qsbr, token, false) == 1) {
-      ct.retire_end();
-      waiting = false;
-    }
-    if (!waiting && ct.retire_begin()) {
-      token = rte_rcu_qsbr_start(qsbr);
-      waiting = true;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  stop = true;
-  for (auto& t : ts) t.join();
-  if (waiting) {
-    rte_rcu_qsbr_check(qsbr, token, true);
-    ct.retire_end();
-  }
-
-  EXPECT_EQ(bad.load(), 0u);
-  CtStats s = ct.stats();
-  EXPECT_GT(expired, 0u);
-  EXPECT_GT(s.flushed, 0u);
-  EXPECT_GT(s.reopened, 0u);
-  // Consistency: after a final sweep, the counters, the table and the keys agree,
-  // and no key has two live entries.
-  const uint64_t now = clock_ms.load();
-  ct.expire(now);
-  auto states = ct.count_states(now);
-  uint64_t live = 0;
-  for (auto n : states) live += n;
-  std::set<const CtEntry*> found;
-  for (const auto& t : keys)
-    if (CtEntry* e = ct.lookup(t, now).entry) found.insert(e);
-  EXPECT_EQ(live, ct.stats().entries);
-  EXPECT_EQ(found.size(), live);
-  EXPECT_LE(live, kCap);
-  std::printf(
-      "stress: %llu ops by %u workers in %d ms, created %llu, refused %llu, expired %llu, "
-      "flushed %llu, reopened %llu, live %llu\n",
-      (unsigned long long)ops.load(), kWorkers, run_ms, (unsigned long long)s.created,
-      (unsigned long long)s.refused_full, (unsigned long long)expired,
-      (unsigned long long)s.flushed, (unsigned long long)s.reopened, (unsigned long long)live);
-  std::free(qsbr);
 }
 
 }  // namespace
