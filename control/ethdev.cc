@@ -96,17 +96,19 @@ Result<Ethdev> open_ethdev(const std::string& devargs, uint16_t n_workers) {
   return d;
 }
 
-void close_ethdev(const Ethdev& d, bool for_good) {
+void close_ethdev(const Ethdev& d) {
   // Between two interrupt callbacks: one of this device's may run at any
   // time (net_memif: a peer leaving), and its close does not wait for it
   // (both freed the device's shared memory regions: SIGSEGV in 8 of 87 stops).
-  run_on_interrupt_thread([&d, for_good] {
+  run_on_interrupt_thread([&d] {
     rte_eth_dev_info info{};
     rte_eth_dev_info_get(d.port_id, &info);
     rte_eth_dev_stop(d.port_id);
-    if (d.probed || for_good) rte_eth_dev_close(d.port_id);
-    if (d.probed && (!info.device || rte_dev_remove(info.device) < 0))
-      spdlog::warn("ethdev {}: hot-unplug failed", d.name);
+    if (d.probed) {
+      rte_eth_dev_close(d.port_id);
+      if (!info.device || rte_dev_remove(info.device) < 0)
+        spdlog::warn("ethdev {}: hot-unplug failed", d.name);
+    }
   });
 }
 

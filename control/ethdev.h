@@ -34,14 +34,14 @@ unsigned rx_pool_size(uint16_t n_rxq, uint16_t rx_desc, uint16_t n_txq, uint16_t
 // tx queues with a packet-buffer pool of their own, starts it in
 // promiscuous mode. On failure nothing is left open.
 Result<Ethdev> open_ethdev(const std::string& devargs, uint16_t n_workers);
-// Stops and closes; removes the device if open_ethdev probed it. A device
-// that was there before (given to EAL with --vdev or -a) is only stopped,
-// for a later binding, unless `for_good` (straitd is stopping): then it is
-// closed too, so none of its interrupt callbacks outlives what it uses.
-// Call only after a grace period with no snapshot referring to it. dev.pool
-// is not freed: its buffers may still wait in other ports' tx rings (the
-// caller frees it once rte_mempool_full says they are all back).
-void close_ethdev(const Ethdev& dev, bool for_good = false);
+// Stops and closes; removes the device if open_ethdev probed it (one that
+// was there before, given to EAL with --vdev or made by its owner, is only
+// stopped: it stays its owner's). Runs on EAL's interrupt thread
+// (control/eal_interrupts.h). Call only after a grace period with no
+// snapshot referring to it. dev.pool is not freed: its buffers may still
+// wait in other ports' tx rings (the caller frees it once rte_mempool_full
+// says they are all back).
+void close_ethdev(const Ethdev& dev);
 
 // The device's link as its driver reports it now, without waiting: up
 // (true) or down (false); nullopt when the driver cannot tell.

@@ -168,19 +168,19 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
 
 // Only once no worker can reach the device (after a grace period, or with
 // the workers stopped).
-void Switch::detach(const PortRuntime& rt, bool for_good) {
+void Switch::detach(const PortRuntime& rt) {
   if (rt.capture) close_capture_dev(*rt.capture);
   if (!rt.has_device) return;
   if (rt.dp.kind == dp::PortKind::kVhost) {
     vhost::Backend::instance().remove_socket(rt.vhost_path);
   } else {
-    close_and_retire(rt.dev, for_good);
+    close_and_retire(rt.dev);
   }
 }
 
 // The device goes now; its pool once every buffer is back (free_retired_pools).
-void Switch::close_and_retire(const Ethdev& dev, bool for_good) {
-  close_ethdev(dev, for_good);
+void Switch::close_and_retire(const Ethdev& dev) {
+  close_ethdev(dev);
   retired_pools_.push_back(dev.pool);
 }
 
@@ -197,12 +197,12 @@ void Switch::free_retired_pools() {
 Switch::~Switch() {
   stop_workers();
   // No worker runs: vhost devices can go at once (remove_socket releases any
-  // destroy_device waiting for us). Every ethdev is closed, its interrupt
-  // callbacks with it, before the pools and memory they use go (below, and
-  // rte_eal_cleanup): devices EAL was given too, which nobody else closes.
-  for (auto& [id, p] : ports_) detach(p, /*for_good=*/true);
+  // destroy_device waiting for us). Every ethdev closes, its interrupt
+  // callbacks with it, before the pools it used go (below): on the interrupt
+  // thread, so that no callback of its can still be running then.
+  for (auto& [id, p] : ports_) detach(p);
   offload_.clear();
-  for (auto& [name, u] : uplinks_) close_and_retire(u.dev, /*for_good=*/true);
+  for (auto& [name, u] : uplinks_) close_and_retire(u.dev);
   ports_.clear();
   uplinks_.clear();
   publisher_.poll();  // workers stopped: run what waited for a grace period

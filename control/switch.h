@@ -105,9 +105,8 @@ class Switch {
   Status restore(const Store::Saved& saved);
   // Opens the port's device (ethdev) or socket (vhost) under datapath index dp.
   Result<PortRuntime> attach(const PortSpec& spec, uint16_t dp);
-  // for_good: straitd is stopping (close_ethdev).
-  void detach(const PortRuntime& rt, bool for_good = false);
-  void close_and_retire(const Ethdev& dev, bool for_good = false);
+  void detach(const PortRuntime& rt);
+  void close_and_retire(const Ethdev& dev);
   void free_retired_pools();
   void republish();
 
