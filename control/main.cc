@@ -24,6 +24,7 @@
 #include "control/event_loop.h"
 #include "control/libvirt_watcher.h"
 #include "control/metrics.h"
+#include "control/state_dir.h"
 #include "control/switch.h"
 #include "control/telemetry.h"
 #include "vhost/vhost_port.h"
@@ -194,11 +195,12 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::error_code ec;
-  std::filesystem::create_directories(cfg.state_dir, ec);
-  if (ec) {
-    fprintf(stderr, "straitd: state_dir %s: %s\n", cfg.state_dir.c_str(), ec.message().c_str());
-    return 2;
+  // One straitd per state directory, held until exit: taken before EAL
+  // starts (a second straitd leaves no trace) and before the database opens.
+  auto state_lock = strait::ctl::StateDirLock::take(cfg.state_dir);
+  if (!state_lock) {
+    fprintf(stderr, "straitd: %s\n", state_lock.error().message.c_str());
+    return state_lock.error().code == "conflict" ? 1 : 2;
   }
 
   // Signals go to the control loop's signalfd; block them before EAL starts

@@ -179,6 +179,30 @@ def test_second_straitd_on_the_same_socket_is_refused(tmp_path):
         first.kill()
 
 
+def test_second_straitd_on_the_same_state_dir_is_refused(tmp_path):
+    """Two straitd on one database silently undid each other's acknowledged
+    changes: the second one must not start, and say who holds the directory."""
+    first = Straitd(tmp_path / "a").start()
+    try:
+        first.call("network.create", {"id": "n1", "type": "local"})
+        state = first.tmp / "state"
+        cfg = tmp_path / "b.toml"
+        cfg.write_text(config_text(tmp_path / "b", {}).replace(str(tmp_path / "b" / "state"),
+                                                                str(state)))
+        p, eal_started = run_straitd(cfg)
+        out = (p.stdout + p.stderr).strip().splitlines()
+        assert p.returncode != 0
+        assert len(out) == 1, out
+        assert out[0].startswith("straitd: ") and str(state) in out[0], out
+        assert f"in use by another straitd (pid {first.proc.pid})" in out[0], out
+        assert not eal_started
+        assert not (tmp_path / "b" / "api.sock").exists()
+        assert [n["id"] for n in first.call("network.list")["networks"]] == ["n1"]
+        assert first.stop() == 0
+    finally:
+        first.kill()
+
+
 def test_stale_socket_file_is_taken_over(tmp_path):
     sock = tmp_path / "api.sock"
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
