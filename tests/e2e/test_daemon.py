@@ -203,6 +203,30 @@ def test_second_straitd_on_the_same_state_dir_is_refused(tmp_path):
         first.kill()
 
 
+def test_state_dir_and_database_are_owner_only_also_when_they_were_wider(tmp_path):
+    """Any local user could read the ports table (0755 directory, 0644 database)."""
+    state = tmp_path / "state"
+
+    def modes():
+        files = ["strait.db", "strait.db-wal", "strait.db-shm"]
+        return [oct(os.stat(state).st_mode & 0o777)] + \
+            [oct(os.stat(state / f).st_mode & 0o777) for f in files]
+
+    sw = Straitd(tmp_path).start()
+    try:
+        sw.call("network.create", {"id": "n1", "type": "local"})
+        assert modes() == ["0o700", "0o600", "0o600", "0o600"]
+        assert sw.stop() == 0
+        # As an older straitd left them.
+        os.chmod(state, 0o755)
+        os.chmod(state / "strait.db", 0o644)
+        sw.start()
+        assert modes() == ["0o700", "0o600", "0o600", "0o600"]
+        assert [n["id"] for n in sw.call("network.list")["networks"]] == ["n1"]
+        assert sw.stop() == 0
+    finally:
+        sw.kill()
+
 def test_stale_socket_file_is_taken_over(tmp_path):
     sock = tmp_path / "api.sock"
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
