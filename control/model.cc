@@ -1,5 +1,8 @@
 #include "control/model.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -73,10 +76,19 @@ Status parse_segment(const json& params, NetworkSpec& n) {
   return ok();
 }
 
-// What no two ports may share: a vhost socket, or an ethdev.
+// What no two ports may share: a vhost socket, or an ethdev. A socket is
+// keyed by its directory's real path where the directory exists, so that
+// "/dir/sub/../vm1.sock" or a path through a symlink is the socket it names
+// (dropping ".." from the path itself would name another file after a
+// symlink).
 std::string attach_key(const Attachment& a) {
-  return a.kind == Attachment::Kind::kVhost ? "vhost " + a.path
-                                            : "ethdev " + devargs_name(a.devargs);
+  if (a.kind != Attachment::Kind::kVhost) return "ethdev " + devargs_name(a.devargs);
+  const size_t slash = a.path.rfind('/');  // parse_port: absolute
+  const std::string dir = slash == 0 ? "/" : a.path.substr(0, slash);
+  char real[PATH_MAX];
+  if (slash == std::string::npos || !realpath(dir.c_str(), real)) return "vhost " + a.path;
+  const std::string_view root(real);
+  return "vhost " + std::string(root == "/" ? "" : root) + a.path.substr(slash);
 }
 
 Status check_groups_exist(const PortSpec& p, const std::map<std::string, SecurityGroup>& groups) {
@@ -237,7 +249,9 @@ Status Model::remove_network(const std::string& id) {
   return ok();
 }
 
-Status Model::check_add_port(const PortSpec& p) const {
+Status Model::check_add_port(const PortSpec& p) const { return check_port_fits(p, false); }
+
+Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
   if (ports_.count(p.id)) return exists("port " + p.id + " already exists");
   if (!networks_.count(p.network)) return not_found("network: no network " + p.network);
   if (auto s = check_port_security(p); !s) return s;
@@ -249,8 +263,12 @@ Status Model::check_add_port(const PortSpec& p) const {
       return conflict("attach.devargs: ethdev " + dev + " is the device of physnet " + name);
     }
   }
-  if (auto h = holders_.attach.find(attach_key(p.attach)); h != holders_.attach.end()) {
-    const std::string& id = h->second;
+  // Restoring: rows saved before socket paths were normalised may spell one
+  // socket twice. The later port is bound but its attach fails (down until
+  // re-bound): refusing it would stop straitd from starting at all.
+  auto holder = holders_.attach.find(attach_key(p.attach));
+  if (holder != holders_.attach.end() && !(restoring && vhost)) {
+    const std::string& id = holder->second;
     return conflict(vhost
                         ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
                         : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
@@ -278,14 +296,21 @@ Status Model::check_fixed_ips_free(const PortSpec& p) const {
 }
 
 void Model::index(const PortSpec& p) {
-  holders_.attach.emplace(attach_key(p.attach), p.id);
+  const std::string key = attach_key(p.attach);
+  holders_.attach.emplace(key, p.id);  // a restored second spelling keeps the first holder
+  holders_.attach_of[p.id] = key;
   holders_.mac.emplace(std::pair{p.network, p.mac}, p.id);
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.emplace(std::pair{p.network, ip}, p.id);
   holders_.per_network[p.network]++;
 }
 
 void Model::unindex(const PortSpec& p) {
-  holders_.attach.erase(attach_key(p.attach));
+  // The key it was indexed under: its directory may have come or gone since.
+  if (auto key = holders_.attach_of.find(p.id); key != holders_.attach_of.end()) {
+    if (auto h = holders_.attach.find(key->second); h != holders_.attach.end() && h->second == p.id)
+      holders_.attach.erase(h);
+    holders_.attach_of.erase(key);
+  }
   holders_.mac.erase({p.network, p.mac});
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.erase({p.network, ip});
   if (auto n = holders_.per_network.find(p.network); n != holders_.per_network.end() && --n->second == 0)
@@ -304,7 +329,7 @@ Status Model::add_port(const PortSpec& p) {
 }
 
 Status Model::restore_port(const PortSpec& p, uint16_t local_vlan) {
-  if (auto s = check_add_port(p); !s) return s;
+  if (auto s = check_port_fits(p, true); !s) return s;
   auto have = lvlan_.find(p.network);
   if (have != lvlan_.end()) {
     if (have->second != local_vlan) {

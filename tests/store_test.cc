@@ -467,5 +467,22 @@ TEST_F(StoreTest, DatabaseFilesAreOwnerOnly) {
   EXPECT_EQ(saved->networks.size(), 1u);
 }
 
+// Rows saved before socket paths were normalised load in the one spelling.
+TEST_F(StoreTest, OldRowWithAnUnnormalisedSocketPathLoadsNormalised) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  PortSpec p = port({{"id", kUuidA},
+                     {"network", "n1"},
+                     {"mac", "02:00:00:00:00:01"},
+                     {"attach", {{"type", "vhost"}, {"path", "/run/vhost/vm1.sock"}}}});
+  json row = to_json(p);
+  row["attach"]["path"] = "/run//vhost/./vm1.sock";
+  sql("INSERT INTO ports VALUES ('" + std::string(kUuidA) + "', '" + row.dump() + "', 3);");
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->ports.size(), 1u);
+  EXPECT_EQ(saved->ports[0].first.attach.path, "/run/vhost/vm1.sock");
+}
+
 }  // namespace
 }  // namespace strait::ctl
