@@ -91,6 +91,12 @@ std::string attach_key(const Attachment& a) {
   return "vhost " + std::string(root == "/" ? "" : root) + a.path.substr(slash);
 }
 
+// The addresses a port adds to each of its groups' address sets (counted
+// per port: an address two members share counts twice).
+size_t member_addresses(const PortSpec& p) {
+  return p.fixed_ips.size() + p.allowed_address_pairs.size();
+}
+
 Status check_groups_exist(const PortSpec& p, const std::map<std::string, SecurityGroup>& groups) {
   for (size_t i = 0; i < p.security_groups.size(); ++i) {
     if (!groups.count(p.security_groups[i]))
@@ -278,6 +284,10 @@ Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
                     " in network " + p.network);
   }
   if (auto s = check_fixed_ips_free(p); !s) return s;
+  // A saved group past the limit (an older straitd had none) is restored as it was.
+  if (!restoring) {
+    if (auto s = check_group_addresses(p); !s) return s;
+  }
   if (!lvlan_.count(p.network) && vlans_.count() >= VlanAllocator::kMax - VlanAllocator::kMin + 1) {
     return exhausted("no free local VLAN: all 4094 are used by networks with ports on this host");
   }
@@ -295,6 +305,21 @@ Status Model::check_fixed_ips_free(const PortSpec& p) const {
   return ok();
 }
 
+Status Model::check_group_addresses(const PortSpec& p) const {
+  for (size_t i = 0; i < p.security_groups.size(); ++i) {
+    auto have = holders_.group_addresses.find(p.security_groups[i]);
+    const size_t n = have == holders_.group_addresses.end() ? 0 : have->second;
+    if (n + member_addresses(p) > kMaxGroupAddresses)
+      return exhausted("security_groups[" + std::to_string(i) + "]: security group " +
+                       p.security_groups[i] + " would have more than " +
+                       std::to_string(kMaxGroupAddresses) +
+                       " member addresses (fixed IPs and allowed address pairs of its ports; it "
+                       "has " + std::to_string(n) + ", the port " +
+                       std::to_string(member_addresses(p)) + ")");
+  }
+  return ok();
+}
+
 void Model::index(const PortSpec& p) {
   const std::string key = attach_key(p.attach);
   holders_.attach.emplace(key, p.id);  // a restored second spelling keeps the first holder
@@ -302,6 +327,8 @@ void Model::index(const PortSpec& p) {
   holders_.mac.emplace(std::pair{p.network, p.mac}, p.id);
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.emplace(std::pair{p.network, ip}, p.id);
   holders_.per_network[p.network]++;
+  for (const std::string& g : p.security_groups)
+    holders_.group_addresses[g] += member_addresses(p);
 }
 
 void Model::unindex(const PortSpec& p) {
@@ -310,6 +337,11 @@ void Model::unindex(const PortSpec& p) {
     if (auto h = holders_.attach.find(key->second); h != holders_.attach.end() && h->second == p.id)
       holders_.attach.erase(h);
     holders_.attach_of.erase(key);
+  }
+  for (const std::string& g : p.security_groups) {
+    auto n = holders_.group_addresses.find(g);
+    if (n != holders_.group_addresses.end() && (n->second -= member_addresses(p)) == 0)
+      holders_.group_addresses.erase(n);
   }
   holders_.mac.erase({p.network, p.mac});
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.erase({p.network, ip});
@@ -401,7 +433,12 @@ Status Model::update_port(const PortSpec& p) {
   if (auto s = check_port_security(p); !s) return s;
   if (auto s = check_groups_exist(p, groups_); !s) return s;
   if (auto s = check_fixed_ips_free(p); !s) return s;
+  // Its own addresses leave its groups for the check of the new ones.
   unindex(it->second);
+  if (auto s = check_group_addresses(p); !s) {
+    index(it->second);
+    return s;
+  }
   it->second = p;
   index(it->second);
   return ok();

@@ -158,6 +158,8 @@ class Model {
   // Checks that add_port would succeed; changes nothing.
   Status check_add_port(const PortSpec& p) const;
   // Binds; allocates the network's local VLAN when it is its first port here.
+  // resource_exhausted when a group of the port would have more than
+  // kMaxGroupAddresses member addresses (update_port too).
   Status add_port(const PortSpec& p);
   // Unbinds; releases the local VLAN with the network's last port.
   Status remove_port(const std::string& id);
@@ -166,13 +168,14 @@ class Model {
   // keeps its number, F4); when the network already has one it must be the
   // same. conflict when taken by another network; changes nothing on error.
   // A vhost socket another restored port holds (rows saved before paths
-  // were normalised) is let through.
+  // were normalised) and groups past kMaxGroupAddresses are let through.
   Status restore_port(const PortSpec& p, uint16_t local_vlan);
 
   // Security groups (issue 5). A rule's remote group must exist (or be the
   // rule's own group); a group in use by a port or named as a remote group
   // by another group's rule cannot be deleted (conflict). Rule ids are
   // unique switch-wide; a rule matching like one of its group's is refused.
+  // A group has at most kMaxRulesPerGroup rules (resource_exhausted).
   Status add_security_group(const SecurityGroup& g);
   Status remove_security_group(const std::string& id);
   Status add_sg_rule(const std::string& group_id, const SecurityGroupRule& r);
@@ -230,6 +233,8 @@ class Model {
   Status check_port_fits(const PortSpec& p, bool restoring) const;
   // conflict when another port of p's network has one of p's fixed IPs.
   Status check_fixed_ips_free(const PortSpec& p) const;
+  // resource_exhausted when p would take a group past kMaxGroupAddresses.
+  Status check_group_addresses(const PortSpec& p) const;
   // Keep holders_ in step with ports_.
   void index(const PortSpec& p);
   void unindex(const PortSpec& p);
@@ -248,6 +253,7 @@ class Model {
     std::map<std::pair<std::string, Mac>, std::string> mac;      // (network, MAC) -> port id
     std::map<std::pair<std::string, IpAddr>, std::string> ip;    // (network, fixed IP) -> port id
     std::map<std::string, size_t> per_network;                   // network -> ports bound
+    std::map<std::string, size_t> group_addresses;  // group -> its members' fixed IPs + pairs
   } holders_;
   std::map<std::string, SecurityGroup> groups_;
   std::map<std::string, uint16_t> lvlan_;  // network id -> local VLAN, while it has ports
