@@ -148,6 +148,29 @@ void reserve_fd_table(rlim_t limit) {
   if (fd >= 0) close(fd);
 }
 
+// Why rte_eal_init failed. A --file-prefix another DPDK process uses fails
+// without rte_errno (it read "Success"): EAL could not take the write lock
+// on the prefix's runtime config file. F_GETLK names the holder; a lock of
+// this process's own is never reported, so another failure is not taken
+// for this one.
+std::string eal_failure_reason(int err) {
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  const int fd = runtime_dir.empty()
+                     ? -1
+                     : open((runtime_dir + "/config").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct flock holder {};
+    holder.l_type = F_WRLCK;
+    holder.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
+    const bool held = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+    close(fd);
+    if (held)
+      return "file prefix " + std::filesystem::path(runtime_dir).filename().string() +
+             " is in use by another DPDK process (pid " + std::to_string(holder.l_pid) + ")";
+  }
+  return err ? rte_strerror(err) : "see DPDK's messages above";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,7 +259,8 @@ int main(int argc, char** argv) {
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   if (rte_eal_init(static_cast<int>(cargs.size()), cargs.data()) < 0) {
-    fprintf(stderr, "straitd: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    fprintf(stderr, "straitd: DPDK EAL initialisation failed: %s\n",
+            eal_failure_reason(rte_errno).c_str());
     return 1;
   }
   // dpdk-telemetry.py's /strait/* commands and dpdk-dumpcap (control/telemetry.h).

@@ -203,6 +203,30 @@ def test_second_straitd_on_the_same_state_dir_is_refused(tmp_path):
         first.kill()
 
 
+def test_second_straitd_with_a_file_prefix_in_use_names_it(tmp_path):
+    """EAL refused a taken --file-prefix without setting rte_errno: straitd
+    said "EAL initialisation failed: Success"."""
+    first = Straitd(tmp_path / "a").start()
+    try:
+        cfg = tmp_path / "b.toml"
+        cfg.write_text(config_text(tmp_path / "b", {}))
+        # Not run_straitd: the runtime directory is the first straitd's.
+        p = subprocess.run([str(STRAITD), "--config", str(cfg), "--", *EAL_ARGS,
+                            "--file-prefix", first.prefix], capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        assert p.returncode != 0
+        failed = [line for line in (p.stdout + p.stderr).splitlines()
+                  if "EAL initialisation failed" in line]
+        assert len(failed) == 1, p.stdout + p.stderr
+        assert (f"file prefix {first.prefix} is in use by another DPDK process "
+                f"(pid {first.proc.pid})") in failed[0], failed
+        assert not (tmp_path / "b" / "api.sock").exists()
+        assert first.call("network.list") == {"networks": []}
+        assert first.stop() == 0
+    finally:
+        first.kill()
+
+
 def test_state_dir_and_database_are_owner_only_also_when_they_were_wider(tmp_path):
     """Any local user could read the ports table (0755 directory, 0644 database)."""
     state = tmp_path / "state"
