@@ -5,6 +5,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -247,6 +248,41 @@ def test_state_dir_and_database_are_owner_only_also_when_they_were_wider(tmp_pat
         sw.start()
         assert modes() == ["0o700", "0o600", "0o600", "0o600"]
         assert [n["id"] for n in sw.call("network.list")["networks"]] == ["n1"]
+        assert sw.stop() == 0
+    finally:
+        sw.kill()
+
+
+def test_saved_ports_on_one_socket_spelled_twice_still_start(tmp_path):
+    """An older straitd accepted /dir//vm1.sock beside /dir/vm1.sock. Such a
+    database must still start: the socket stays the first port's, the second
+    is down, can be unbound, and the socket takes no third port."""
+    sock_dir = tmp_path / "vms"
+    sock_dir.mkdir()
+    sw = Straitd(tmp_path).start()
+    try:
+        sw.call("network.create", {"id": "n", "type": "local"})
+        sw.call("port.bind", {"id": uuid_for(1), "network": "n", "mac": "02:e2:dd:00:00:01",
+                              "attach": {"type": "vhost", "path": f"{sock_dir}/vm1.sock"}})
+        assert sw.stop() == 0
+        db = sqlite3.connect(tmp_path / "state" / "strait.db")
+        spec, vlan = db.execute("SELECT spec, local_vlan FROM ports").fetchone()
+        second = json.loads(spec)
+        second.update(id=uuid_for(2), mac="02:e2:dd:00:00:02")
+        second["attach"]["path"] = f"{sock_dir}//vm1.sock"
+        db.execute("INSERT INTO ports VALUES (?, ?, ?)", (uuid_for(2), json.dumps(second), vlan))
+        db.commit()
+        db.close()
+        sw.start()
+        ports = {p["id"]: p for p in sw.call("port.list")["ports"]}
+        assert set(ports) == {uuid_for(1), uuid_for(2)}
+        assert ports[uuid_for(2)]["attach"]["path"] == f"{sock_dir}/vm1.sock"
+        assert ports[uuid_for(2)]["state"] == "down"
+        assert sw.call("port.unbind", {"id": uuid_for(2)}) == {}
+        r = sw.request("port.bind", {"id": uuid_for(3), "network": "n", "mac": "02:e2:dd:00:00:03",
+                                     "attach": {"type": "vhost", "path": f"{sock_dir}/./vm1.sock"}})
+        assert r["error"]["code"] == "conflict", r
+        assert f"is already attached to port {uuid_for(1)}" in r["error"]["message"]
         assert sw.stop() == 0
     finally:
         sw.kill()
