@@ -87,7 +87,7 @@ struct Attachment {
   enum class Mode { kClient, kServer };  // kVhost: our side of the socket
   Kind kind = Kind::kEthdev;
   std::string devargs;  // kEthdev: vdev devargs ("net_ring0", "net_pcap0,rx_pcap=..") or PCI address
-  std::string path;     // kVhost: absolute socket path (< 108 bytes), normal_socket_path()
+  std::string path;     // kVhost: absolute socket path (< 108 bytes), as normal_socket_path()
   Mode mode = Mode::kClient;  // kVhost: client (QEMU is the server: libvirt mode='server') or server
 };
 

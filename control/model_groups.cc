@@ -81,8 +81,9 @@ Status Model::add_sg_rule(const std::string& group_id, const SecurityGroupRule& 
     return not_found("security_group_id: no security group " + json_quoted(group_id));
   if (it->second.rules.size() >= kMaxRulesPerGroup)
     return exhausted("security group " + group_id + " already has " +
-                     std::to_string(it->second.rules.size()) + " rules, the most a group may have (" +
-                     std::to_string(kMaxRulesPerGroup) + ")");
+                     std::to_string(it->second.rules.size()) +
+                     " rules, the most a group may have (" + std::to_string(kMaxRulesPerGroup) +
+                     ")");
   if (auto s = check_new_rule(*this, group_id, it->second.rules, r, ""); !s) return s;
   it->second.rules.push_back(r);
   return ok();

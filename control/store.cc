@@ -121,8 +121,9 @@ Status create_unless_there(const std::string& path) {
 // someone else's (or a different program's), never upgraded into ours.
 Result<int> schema_version(sqlite3* db, const std::string& path) {
   sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'",
-                         -1, &st, nullptr) != SQLITE_OK)
+  constexpr const char* kHasMeta =
+      "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'";
+  if (sqlite3_prepare_v2(db, kHasMeta, -1, &st, nullptr) != SQLITE_OK)
     return db_error(db, "open " + path);  // "file is not a database", ...
   const bool has_meta = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
   sqlite3_finalize(st);
