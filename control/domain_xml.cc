@@ -179,8 +179,10 @@ Result<DomainXml> parse_domain_xml(std::string_view xml) {
 
 Result<const PortSpec*> match_port(const Model& model, const VhostInterface& itf) {
   if (!itf.path.empty()) {
+    // Bindings keep one spelling of a path (normal_socket_path).
+    const std::string path = itf.path[0] == '/' ? normal_socket_path(itf.path) : itf.path;
     for (const auto& [id, port] : model.ports()) {
-      if (port.attach.kind == Attachment::Kind::kVhost && port.attach.path == itf.path)
+      if (port.attach.kind == Attachment::Kind::kVhost && port.attach.path == path)
         return checked_mac(itf, port, "socket path");
     }
   }

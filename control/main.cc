@@ -26,6 +26,7 @@
 #include "control/libvirt_watcher.h"
 #include "control/metrics.h"
 #include "control/privileges.h"
+#include "control/state_dir.h"
 #include "control/switch.h"
 #include "control/telemetry.h"
 #include "vhost/vhost_port.h"
@@ -154,6 +155,29 @@ void reserve_fd_table(rlim_t limit) {
   if (fd >= 0) close(fd);
 }
 
+// Why rte_eal_init failed. A --file-prefix another DPDK process uses fails
+// without rte_errno (it read "Success"): EAL could not take the write lock
+// on the prefix's runtime config file. F_GETLK names the holder; a lock of
+// this process's own is never reported, so another failure is not taken
+// for this one.
+std::string eal_failure_reason(int err) {
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  const int fd = runtime_dir.empty()
+                     ? -1
+                     : open((runtime_dir + "/config").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct flock holder {};
+    holder.l_type = F_WRLCK;
+    holder.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
+    const bool held = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+    close(fd);
+    if (held)
+      return "file prefix " + std::filesystem::path(runtime_dir).filename().string() +
+             " is in use by another DPDK process (pid " + std::to_string(holder.l_pid) + ")";
+  }
+  return err ? rte_strerror(err) : "see DPDK's messages above";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,11 +225,12 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::error_code ec;
-  std::filesystem::create_directories(cfg.state_dir, ec);
-  if (ec) {
-    fprintf(stderr, "straitd: state_dir %s: %s\n", cfg.state_dir.c_str(), ec.message().c_str());
-    return 2;
+  // One straitd per state directory, held until exit: taken before EAL
+  // starts (a second straitd leaves no trace) and before the database opens.
+  auto state_lock = strait::ctl::StateDirLock::take(cfg.state_dir);
+  if (!state_lock) {
+    fprintf(stderr, "straitd: %s\n", state_lock.error().message.c_str());
+    return state_lock.error().code == "conflict" ? 1 : 2;
   }
 
   // Signals go to the control loop's signalfd; block them before EAL starts
@@ -243,7 +268,8 @@ int main(int argc, char** argv) {
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   if (rte_eal_init(static_cast<int>(cargs.size()), cargs.data()) < 0) {
-    fprintf(stderr, "straitd: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    fprintf(stderr, "straitd: DPDK EAL initialisation failed: %s\n",
+            eal_failure_reason(rte_errno).c_str());
     return 1;
   }
   // dpdk-telemetry.py's /strait/* commands and dpdk-dumpcap (control/telemetry.h).

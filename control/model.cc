@@ -1,5 +1,8 @@
 #include "control/model.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -73,10 +76,25 @@ Status parse_segment(const json& params, NetworkSpec& n) {
   return ok();
 }
 
-// What no two ports may share: a vhost socket, or an ethdev.
+// What no two ports may share: a vhost socket, or an ethdev. A socket is
+// keyed by its directory's real path where the directory exists, so that
+// "/dir/sub/../vm1.sock" or a path through a symlink is the socket it names
+// (dropping ".." from the path itself would name another file after a
+// symlink).
 std::string attach_key(const Attachment& a) {
-  return a.kind == Attachment::Kind::kVhost ? "vhost " + a.path
-                                            : "ethdev " + devargs_name(a.devargs);
+  if (a.kind != Attachment::Kind::kVhost) return "ethdev " + devargs_name(a.devargs);
+  const size_t slash = a.path.rfind('/');  // parse_port: absolute
+  const std::string dir = slash == 0 ? "/" : a.path.substr(0, slash);
+  char real[PATH_MAX];
+  if (slash == std::string::npos || !realpath(dir.c_str(), real)) return "vhost " + a.path;
+  const std::string_view root(real);
+  return "vhost " + std::string(root == "/" ? "" : root) + a.path.substr(slash);
+}
+
+// The addresses a port adds to each of its groups' address sets (counted
+// per port: an address two members share counts twice).
+size_t member_addresses(const PortSpec& p) {
+  return p.fixed_ips.size() + p.allowed_address_pairs.size();
 }
 
 Status check_groups_exist(const PortSpec& p, const std::map<std::string, SecurityGroup>& groups) {
@@ -237,7 +255,9 @@ Status Model::remove_network(const std::string& id) {
   return ok();
 }
 
-Status Model::check_add_port(const PortSpec& p) const {
+Status Model::check_add_port(const PortSpec& p) const { return check_port_fits(p, false); }
+
+Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
   if (ports_.count(p.id)) return exists("port " + p.id + " already exists");
   if (!networks_.count(p.network)) return not_found("network: no network " + p.network);
   if (auto s = check_port_security(p); !s) return s;
@@ -249,8 +269,12 @@ Status Model::check_add_port(const PortSpec& p) const {
       return conflict("attach.devargs: ethdev " + dev + " is the device of physnet " + name);
     }
   }
-  if (auto h = holders_.attach.find(attach_key(p.attach)); h != holders_.attach.end()) {
-    const std::string& id = h->second;
+  // Restoring: rows saved before socket paths were normalised may spell one
+  // socket twice. The later port is bound but its attach fails (down until
+  // re-bound): refusing it would stop straitd from starting at all.
+  auto holder = holders_.attach.find(attach_key(p.attach));
+  if (holder != holders_.attach.end() && !(restoring && vhost)) {
+    const std::string& id = holder->second;
     return conflict(vhost
                         ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
                         : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
@@ -260,6 +284,10 @@ Status Model::check_add_port(const PortSpec& p) const {
                     " in network " + p.network);
   }
   if (auto s = check_fixed_ips_free(p); !s) return s;
+  // A saved group past the limit (an older straitd had none) is restored as it was.
+  if (!restoring) {
+    if (auto s = check_group_addresses(p); !s) return s;
+  }
   if (!lvlan_.count(p.network) && vlans_.count() >= VlanAllocator::kMax - VlanAllocator::kMin + 1) {
     return exhausted("no free local VLAN: all 4094 are used by networks with ports on this host");
   }
@@ -277,15 +305,44 @@ Status Model::check_fixed_ips_free(const PortSpec& p) const {
   return ok();
 }
 
+Status Model::check_group_addresses(const PortSpec& p) const {
+  for (size_t i = 0; i < p.security_groups.size(); ++i) {
+    auto have = holders_.group_addresses.find(p.security_groups[i]);
+    const size_t n = have == holders_.group_addresses.end() ? 0 : have->second;
+    if (n + member_addresses(p) > kMaxGroupAddresses)
+      return exhausted("security_groups[" + std::to_string(i) + "]: security group " +
+                       p.security_groups[i] + " would have more than " +
+                       std::to_string(kMaxGroupAddresses) +
+                       " member addresses (fixed IPs and allowed address pairs of its ports; it "
+                       "has " + std::to_string(n) + ", the port " +
+                       std::to_string(member_addresses(p)) + ")");
+  }
+  return ok();
+}
+
 void Model::index(const PortSpec& p) {
-  holders_.attach.emplace(attach_key(p.attach), p.id);
+  const std::string key = attach_key(p.attach);
+  holders_.attach.emplace(key, p.id);  // a restored second spelling keeps the first holder
+  holders_.attach_of[p.id] = key;
   holders_.mac.emplace(std::pair{p.network, p.mac}, p.id);
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.emplace(std::pair{p.network, ip}, p.id);
   holders_.per_network[p.network]++;
+  for (const std::string& g : p.security_groups)
+    holders_.group_addresses[g] += member_addresses(p);
 }
 
 void Model::unindex(const PortSpec& p) {
-  holders_.attach.erase(attach_key(p.attach));
+  // The key it was indexed under: its directory may have come or gone since.
+  if (auto key = holders_.attach_of.find(p.id); key != holders_.attach_of.end()) {
+    if (auto h = holders_.attach.find(key->second); h != holders_.attach.end() && h->second == p.id)
+      holders_.attach.erase(h);
+    holders_.attach_of.erase(key);
+  }
+  for (const std::string& g : p.security_groups) {
+    auto n = holders_.group_addresses.find(g);
+    if (n != holders_.group_addresses.end() && (n->second -= member_addresses(p)) == 0)
+      holders_.group_addresses.erase(n);
+  }
   holders_.mac.erase({p.network, p.mac});
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.erase({p.network, ip});
   if (auto n = holders_.per_network.find(p.network); n != holders_.per_network.end() && --n->second == 0)
@@ -304,7 +361,7 @@ Status Model::add_port(const PortSpec& p) {
 }
 
 Status Model::restore_port(const PortSpec& p, uint16_t local_vlan) {
-  if (auto s = check_add_port(p); !s) return s;
+  if (auto s = check_port_fits(p, true); !s) return s;
   auto have = lvlan_.find(p.network);
   if (have != lvlan_.end()) {
     if (have->second != local_vlan) {
@@ -376,7 +433,12 @@ Status Model::update_port(const PortSpec& p) {
   if (auto s = check_port_security(p); !s) return s;
   if (auto s = check_groups_exist(p, groups_); !s) return s;
   if (auto s = check_fixed_ips_free(p); !s) return s;
+  // Its own addresses leave its groups for the check of the new ones.
   unindex(it->second);
+  if (auto s = check_group_addresses(p); !s) {
+    index(it->second);
+    return s;
+  }
   it->second = p;
   index(it->second);
   return ok();

@@ -87,9 +87,14 @@ struct Attachment {
   enum class Mode { kClient, kServer };  // kVhost: our side of the socket
   Kind kind = Kind::kEthdev;
   std::string devargs;  // kEthdev: vdev devargs ("net_ring0", "net_pcap0,rx_pcap=..") or PCI address
-  std::string path;     // kVhost: absolute socket path (< 108 bytes)
+  std::string path;     // kVhost: absolute socket path (< 108 bytes), as normal_socket_path()
   Mode mode = Mode::kClient;  // kVhost: client (QEMU is the server: libvirt mode='server') or server
 };
+
+// An absolute socket path without empty or "." components
+// ("/run//a/./b.sock/" is "/run/a/b.sock"; "/" when none is left). ".." is
+// kept: after a symlink, dropping it would name another file.
+std::string normal_socket_path(const std::string& path);
 
 // A neutron allowed address pair: the port may also send from `ip_address`
 // (an address or a CIDR), with `mac_address`.
@@ -153,6 +158,8 @@ class Model {
   // Checks that add_port would succeed; changes nothing.
   Status check_add_port(const PortSpec& p) const;
   // Binds; allocates the network's local VLAN when it is its first port here.
+  // resource_exhausted when a group of the port would have more than
+  // kMaxGroupAddresses member addresses (update_port too).
   Status add_port(const PortSpec& p);
   // Unbinds; releases the local VLAN with the network's last port.
   Status remove_port(const std::string& id);
@@ -160,12 +167,15 @@ class Model {
   // this is the network's first port its local VLAN is `local_vlan` (so it
   // keeps its number, F4); when the network already has one it must be the
   // same. conflict when taken by another network; changes nothing on error.
+  // A vhost socket another restored port holds (rows saved before paths
+  // were normalised) and groups past kMaxGroupAddresses are let through.
   Status restore_port(const PortSpec& p, uint16_t local_vlan);
 
   // Security groups (issue 5). A rule's remote group must exist (or be the
   // rule's own group); a group in use by a port or named as a remote group
   // by another group's rule cannot be deleted (conflict). Rule ids are
   // unique switch-wide; a rule matching like one of its group's is refused.
+  // A group has at most kMaxRulesPerGroup rules (resource_exhausted).
   Status add_security_group(const SecurityGroup& g);
   Status remove_security_group(const std::string& id);
   Status add_sg_rule(const std::string& group_id, const SecurityGroupRule& r);
@@ -219,8 +229,12 @@ class Model {
   Status check_vxlan_network(const NetworkSpec& n) const;
   Status check_tunnel_target(const std::string& network) const;
   Status check_remote_vtep(const IpAddr& ip, const std::string& field) const;
+  // check_add_port; restoring: what restore_port lets through.
+  Status check_port_fits(const PortSpec& p, bool restoring) const;
   // conflict when another port of p's network has one of p's fixed IPs.
   Status check_fixed_ips_free(const PortSpec& p) const;
+  // resource_exhausted when p would take a group past kMaxGroupAddresses.
+  Status check_group_addresses(const PortSpec& p) const;
   // Keep holders_ in step with ports_.
   void index(const PortSpec& p);
   void unindex(const PortSpec& p);
@@ -235,9 +249,11 @@ class Model {
   // O(N^2): 11 ms of a 1000-port bind, 190 ms at 4000).
   struct Holders {
     std::map<std::string, std::string> attach;                   // attach_key() -> port id
+    std::map<std::string, std::string> attach_of;                // port id -> its attach_key()
     std::map<std::pair<std::string, Mac>, std::string> mac;      // (network, MAC) -> port id
     std::map<std::pair<std::string, IpAddr>, std::string> ip;    // (network, fixed IP) -> port id
     std::map<std::string, size_t> per_network;                   // network -> ports bound
+    std::map<std::string, size_t> group_addresses;  // group -> its members' fixed IPs + pairs
   } holders_;
   std::map<std::string, SecurityGroup> groups_;
   std::map<std::string, uint16_t> lvlan_;  // network id -> local VLAN, while it has ports

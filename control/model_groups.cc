@@ -43,6 +43,9 @@ Status check_new_rule(const Model& m, const std::string& group_id,
 Status Model::add_security_group(const SecurityGroup& g) {
   if (!is_valid_id(g.id)) return field_error("id", json_quoted(g.id) + " is not a valid id");
   if (groups_.count(g.id)) return conflict("security group " + g.id + " already exists");
+  if (g.rules.size() > kMaxRulesPerGroup)
+    return exhausted("rules: " + std::to_string(g.rules.size()) + " rules, more than the " +
+                     std::to_string(kMaxRulesPerGroup) + " a security group may have");
   std::vector<SecurityGroupRule> so_far;
   for (size_t i = 0; i < g.rules.size(); ++i) {
     const std::string field = "rules[" + std::to_string(i) + "].";
@@ -76,6 +79,11 @@ Status Model::add_sg_rule(const std::string& group_id, const SecurityGroupRule& 
   auto it = groups_.find(group_id);
   if (it == groups_.end())
     return not_found("security_group_id: no security group " + json_quoted(group_id));
+  if (it->second.rules.size() >= kMaxRulesPerGroup)
+    return exhausted("security group " + group_id + " already has " +
+                     std::to_string(it->second.rules.size()) +
+                     " rules, the most a group may have (" + std::to_string(kMaxRulesPerGroup) +
+                     ")");
   if (auto s = check_new_rule(*this, group_id, it->second.rules, r, ""); !s) return s;
   it->second.rules.push_back(r);
   return ok();
@@ -93,7 +101,9 @@ Status Model::remove_sg_rule(const std::string& rule_id) {
 }
 
 // Groups first without rules, then every rule: a rule may name any group of
-// the set as its remote group, whatever the order.
+// the set as its remote group, whatever the order. No kMaxRulesPerGroup: a
+// group an older straitd saved with more rules is restored as it was (it
+// takes no new rule).
 Status Model::restore_security_groups(const std::vector<SecurityGroup>& groups) {
   const std::map<std::string, SecurityGroup> before = groups_;
   auto fail = [&](const std::string& id, const Error& e) -> Status {
@@ -105,10 +115,12 @@ Status Model::restore_security_groups(const std::vector<SecurityGroup>& groups) 
       return fail(g.id, s.error());
   }
   for (const SecurityGroup& g : groups) {
+    std::vector<SecurityGroupRule>& rules = groups_.at(g.id).rules;
     for (size_t i = 0; i < g.rules.size(); ++i) {
-      if (auto s = add_sg_rule(g.id, g.rules[i]); !s)
+      if (auto s = check_new_rule(*this, g.id, rules, g.rules[i], ""); !s)
         return fail(
             g.id, Error{s.error().code, "rules[" + std::to_string(i) + "]: " + s.error().message});
+      rules.push_back(g.rules[i]);
     }
   }
   return ok();

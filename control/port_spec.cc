@@ -75,14 +75,19 @@ Result<Attachment> parse_vhost_attach(const json& v) {
   if (!p) return p.error();
   if (p->empty() || (*p)[0] != '/')
     return field_error("attach.path", json_quoted(*p) + " is not an absolute path");
-  if (p->size() >= 108)
-    return field_error("attach.path", "longer than 107 bytes (a Unix socket path)");
   if (has_space_or_control(*p))
     return field_error("attach.path",
                        json_quoted(*p) + " contains whitespace or a control character");
+  // Stored and compared in one spelling: "/dir//vm1.sock" was a second port
+  // on /dir/vm1.sock. Saved rows of older straitd come through here too.
+  std::string normal = normal_socket_path(*p);
+  if (normal == "/")
+    return field_error("attach.path", json_quoted(*p) + " names a directory, not a socket");
+  if (normal.size() >= 108)
+    return field_error("attach.path", "longer than 107 bytes (a Unix socket path)");
   Attachment a;
   a.kind = Attachment::Kind::kVhost;
-  a.path = std::move(*p);
+  a.path = std::move(normal);
   if (const json* mode = find_field(v, "mode")) {
     auto m = get_string(*mode, "attach.mode");
     if (!m) return m.error();
@@ -229,6 +234,22 @@ json pairs_json(const std::vector<AddressPair>& pairs) {
 }
 
 }  // namespace
+
+std::string normal_socket_path(const std::string& path) {
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string_view part(path.data() + start, end - start);
+    if (!part.empty() && part != ".") {
+      out += '/';
+      out += part;
+    }
+    start = end + 1;
+  }
+  return out.empty() ? "/" : out;
+}
 
 Status check_port_security(const PortSpec& p) {
   const auto& pairs = p.allowed_address_pairs;

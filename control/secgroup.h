@@ -7,6 +7,7 @@
 // groups' rules. Directions are the VM's point of view. A rule's remote side
 // is a CIDR (remote_ip_prefix) or a group (remote_group_id: the addresses of
 // that group's member ports, kept current by recompiling address sets only).
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
@@ -43,6 +44,18 @@ struct SecurityGroupRule {
   // Same match (neutron refuses such duplicates in one group); ids ignored.
   bool same_match(const SecurityGroupRule& o) const;
 };
+
+// Limits on one security group; a request past one is refused with
+// resource_exhausted naming it (docs/api.md). Rules: neutron's default quota
+// is 100 per group and clouds stay well under it; without a limit each added
+// rule cost more (127 ms by 1800 rules) and an 8000-rule group took 3-10 s
+// to compile, the control thread stalled all that while.
+inline constexpr size_t kMaxRulesPerGroup = 1000;
+// Member addresses (fixed IPs and allowed address pairs of its bound ports,
+// counted per port): every port this switch can hold (dp::kMaxPorts, 2048)
+// in one group with a dual-stack address and a few pairs each stays under
+// it; it bounds one remote group's address set in every classifier naming it.
+inline constexpr size_t kMaxGroupAddresses = 16384;
 
 struct SecurityGroup {
   std::string id;

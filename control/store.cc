@@ -1,8 +1,14 @@
 #include "control/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace strait::ctl {
 namespace {
@@ -46,62 +52,142 @@ Status load_rows(sqlite3* db, const std::string& path, const char* sql, const ch
   return ok();
 }
 
+Error os_error(const std::string& path, const std::string& what) {
+  return {"internal", "state database " + path + ": " + what + ": " + std::strerror(errno)};
+}
+
+// Creates the missing tables and sets the schema version, in one
+// transaction: the version moves with the tables.
+Status write_schema(sqlite3* db, const std::string& path) {
+  const std::string sql = std::string("BEGIN IMMEDIATE;") + kSchema +
+                          "INSERT OR REPLACE INTO meta VALUES ('schema_version', '" +
+                          std::to_string(Store::kSchemaVersion) + "'); COMMIT;";
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return ok();
+  std::string msg = err ? err : "?";
+  sqlite3_free(err);
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  return Error{"internal", "state database " + path + ": " + msg};
+}
+
+// A new database is made whole as strait.db.new and renamed into place, so
+// an existing strait.db is always one a straitd finished making: an empty
+// one is damage, never a first start cut short.
+Status create_database(const std::string& path) {
+  const std::string fresh = path + ".new";
+  unlink(fresh.c_str());  // what a first start cut short left
+  unlink((fresh + "-journal").c_str());
+  // Owner-only from its first byte: the database names every port.
+  const int fd = open(fresh.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return os_error(fresh, "create");
+  close(fd);
+  sqlite3* db = nullptr;
+  Status made = sqlite3_open_v2(fresh.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK
+                    ? write_schema(db, fresh)
+                    : Status(db_error(db, "create " + fresh));
+  sqlite3_close(db);
+  if (!made) return made;
+  if (rename(fresh.c_str(), path.c_str()) != 0) return os_error(path, "rename " + fresh);
+  // The new name is on disk before any change is committed under it.
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  const int dfd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0 || fsync(dfd) != 0) {
+    Error e = os_error(path, "sync its directory");
+    if (dfd >= 0) close(dfd);
+    return e;
+  }
+  close(dfd);
+  return ok();
+}
+
+// A missing database is created; an empty one is refused: SQLite would take
+// it for a new database, and the switch would start empty, every network
+// and port forgotten without a word.
+Status create_unless_there(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return os_error(path, "stat");
+    return create_database(path);
+  }
+  if (st.st_size == 0)
+    return invalid("state database " + path +
+                   " is empty (0 bytes): the state it held is lost (a truncated file?); "
+                   "restore it from a backup, or remove it to start as a new switch");
+  return ok();
+}
+
+// The schema version of a database of Strait's. Every Strait database has
+// had meta.schema_version since the first; an SQLite file without it is
+// someone else's (or a different program's), never upgraded into ours.
+Result<int> schema_version(sqlite3* db, const std::string& path) {
+  sqlite3_stmt* st = nullptr;
+  constexpr const char* kHasMeta =
+      "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'";
+  if (sqlite3_prepare_v2(db, kHasMeta, -1, &st, nullptr) != SQLITE_OK)
+    return db_error(db, "open " + path);  // "file is not a database", ...
+  const bool has_meta = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+  sqlite3_finalize(st);
+  std::optional<int> version;
+  if (has_meta &&
+      sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st,
+                         nullptr) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  if (!version || *version < 1)
+    return invalid("state database " + path +
+                   " is not Strait's: it has no schema_version in a meta table (another "
+                   "program's SQLite file?); move it away, or point state_dir elsewhere");
+  return *version;
+}
+
+// The database and the files SQLite keeps beside it in WAL mode.
+Status make_owner_only(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string f = path + suffix;
+    if (chmod(f.c_str(), 0600) != 0 && errno != ENOENT) return os_error(f, "chmod");
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   const std::string path = state_dir + "/strait.db";
+  if (Status there = create_unless_there(path); !there) return there.error();
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     Error e = db_error(db, "open " + path);
     sqlite3_close(db);
     return e;
   }
   std::unique_ptr<Store> s(new Store(db, path));
+  // Read before anything is written: a database that is not ours, or is
+  // newer, is left as it is.
+  auto version = schema_version(db, path);
+  if (!version) return version.error();
+  if (*version > kSchemaVersion)
+    return Error{"invalid_argument", "state database " + path + ": schema version " +
+                                         std::to_string(*version) +
+                                         " is newer than this straitd (" +
+                                         std::to_string(kSchemaVersion) + ")"};
+  // Owner-only before WAL mode makes -wal and -shm: SQLite gives them the
+  // database's mode. Those of an older straitd (0644) are tightened too.
+  if (Status own = make_owner_only(path); !own) return own.error();
   // WAL + synchronous=FULL: a committed change is on disk before we answer.
   char* err = nullptr;
   if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", nullptr, nullptr,
-                   &err) != SQLITE_OK ||
-      sqlite3_exec(db,
-                   "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-                   nullptr, nullptr, &err) != SQLITE_OK) {
+                   &err) != SQLITE_OK) {
     std::string msg = err ? err : "?";
     sqlite3_free(err);
     return Error{"internal", "state database " + path + ": " + msg};
   }
-  sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, nullptr);
-  int version = 0;
-  if (sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
-  // Checked before any table is created: a newer database is left as it is.
-  if (version > kSchemaVersion)
-    return Error{"invalid_argument", "state database " + path + ": schema version " +
-                                         std::to_string(version) + " is newer than this straitd (" +
-                                         std::to_string(kSchemaVersion) + ")"};
-  if (version < kSchemaVersion) {
-    // New database, or an upgrade: every version only adds tables (v2:
-    // security_groups, v3: tunnels, v5: physnets and vtep, filled at the
-    // next start) or optional fields to rows (v4: FDB entries' ip, networks'
-    // arp_responder), so creating the missing tables is the whole upgrade.
-    // One transaction: the version moves with the tables.
-    if (Status r = s->exec("BEGIN IMMEDIATE", {}); !r) return r.error();
-    if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "?";
-      sqlite3_free(err);
-      (void)s->exec("ROLLBACK", {});
-      return Error{"internal", "state database " + path + ": " + msg};
-    }
-    if (Status r = s->exec("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                           {std::to_string(kSchemaVersion)});
-        !r) {
-      (void)s->exec("ROLLBACK", {});
-      return r.error();
-    }
-    if (Status r = s->exec("COMMIT", {}); !r) {
-      (void)s->exec("ROLLBACK", {});
-      return r.error();
-    }
+  // An upgrade: every version only adds tables (v2: security_groups, v3:
+  // tunnels, v5: physnets and vtep, filled at the next start) or optional
+  // fields to rows (v4: FDB entries' ip, networks' arp_responder), so
+  // creating the missing tables is the whole upgrade.
+  if (*version < kSchemaVersion) {
+    if (Status up = write_schema(db, path); !up) return up.error();
   }
   return s;
 }

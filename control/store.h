@@ -40,8 +40,13 @@ class Store {
     int64_t recorded_at = 0;                      // Unix seconds; 0: never recorded
   };
 
-  // Opens (creating if needed) state_dir/strait.db. Refuses a database of
-  // a newer schema than this build knows.
+  // Opens state_dir/strait.db, or creates it when there is none; the
+  // database and its -wal and -shm files are owner-only (0600). Refuses,
+  // leaving it as it is, an empty file (SQLite would start it afresh: the
+  // state it held is lost), an SQLite file that is not Strait's (no
+  // meta.schema_version) and a database of a newer schema than this build
+  // knows. Takes no lock: the caller holds the state directory
+  // (control/state_dir.h).
   static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
   ~Store();
 

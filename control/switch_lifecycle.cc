@@ -236,7 +236,8 @@ void Switch::clean_socket_dir() {
     if (p.attach.kind == Attachment::Kind::kVhost) ours.insert(p.attach.path);
   for (const auto& e : fs::directory_iterator(cfg_.vhost_socket_dir, ec)) {
     const std::string path = e.path().string();
-    if (!e.is_socket(ec) || ours.count(path) || !is_dead_socket(path)) continue;
+    // Bindings keep one spelling of a path: socket_dir may have "//" or "./".
+    if (!e.is_socket(ec) || ours.count(normal_socket_path(path)) || !is_dead_socket(path)) continue;
     if (unlink(path.c_str()) == 0) {
       spdlog::info("removed leftover vhost socket {}", path);
       lifecycle_events_["leftover_sockets_removed"]++;

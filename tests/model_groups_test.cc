@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "control/model.h"
@@ -355,6 +356,90 @@ TEST_F(ModelGroups, UpdateRefusals) {
   other.id = kUuidC;
   EXPECT_REFUSED(m.update_port(other), "not_found", "not found");
   EXPECT_EQ(dump(m), before);
+}
+
+// ---- limits ------------------------------------------------------------------------
+
+// n rules that differ in their port: no two match alike.
+json port_rules(size_t n, const std::string& id_prefix) {
+  json rules = json::array();
+  for (size_t i = 0; i < n; ++i)
+    rules.push_back({{"id", id_prefix + std::to_string(i)},
+                     {"direction", "ingress"},
+                     {"protocol", "tcp"},
+                     {"port_range_min", i + 1},
+                     {"port_range_max", i + 1}});
+  return rules;
+}
+
+// Rules added one at a time slowed to 127 ms each by 1800, and an 8000-rule
+// group took seconds to compile: a group holds kMaxRulesPerGroup rules.
+TEST_F(ModelGroups, RulesPerGroupStopAtTheLimit) {
+  ASSERT_EQ(kMaxRulesPerGroup, 1000u);
+  add_group({{"id", "full"}, {"rules", port_rules(kMaxRulesPerGroup, "f")}});
+  add_group({{"id", "grows"}, {"rules", port_rules(kMaxRulesPerGroup - 1, "g")}});
+  ASSERT_TRUE(m.add_sg_rule("grows", rule({{"id", "last"}, {"direction", "egress"}})).ok());
+  const json before = dump(m);
+  for (const char* g : {"full", "grows"})
+    EXPECT_REFUSED(m.add_sg_rule(g, rule({{"id", "one-more"}, {"direction", "egress"}})),
+                   "resource_exhausted",
+                   "security group " + std::string(g) +
+                       " already has 1000 rules, the most a group may have (1000)");
+  EXPECT_REFUSED(m.add_security_group(group({{"id", "big"}, {"rules", port_rules(1001, "b")}})),
+                 "resource_exhausted",
+                 "rules: 1001 rules, more than the 1000 a security group may have");
+  EXPECT_EQ(dump(m), before);
+  // Deleting one makes room for one.
+  ASSERT_TRUE(m.remove_sg_rule("f0").ok());
+  EXPECT_TRUE(m.add_sg_rule("full", rule({{"id", "one-more"}, {"direction", "egress"}})).ok());
+}
+
+// A group an older straitd saved past the limit still comes back.
+TEST_F(ModelGroups, RestoreTakesAGroupSavedPastTheRuleLimit) {
+  SecurityGroup big = group({{"id", "big"}, {"rules", port_rules(kMaxRulesPerGroup + 1, "b")}});
+  ASSERT_TRUE(m.restore_security_groups({big}).ok());
+  EXPECT_EQ(m.security_group("big")->rules.size(), kMaxRulesPerGroup + 1);
+  EXPECT_REFUSED(m.add_sg_rule("big", rule({{"id", "more"}, {"direction", "egress"}})),
+                 "resource_exhausted", "already has 1001 rules");
+}
+
+// A port with one fixed IP and n - 1 allowed pairs: n member addresses.
+PortSpec port_with_addresses(int i, size_t n, json groups) {
+  json pairs = json::array();
+  for (size_t k = 1; k < n; ++k)
+    pairs.push_back({{"ip_address", "10." + std::to_string(i) + "." + std::to_string(k / 256) +
+                                        "." + std::to_string(k % 256)}});
+  char mac[18], id[37];
+  std::snprintf(mac, sizeof mac, "02:00:00:00:%02x:%02x", i / 256, i % 256);
+  std::snprintf(id, sizeof id, "00000000-0000-0000-0000-%012d", i);
+  return port(id, mac,
+              {{"fixed_ips", {"10." + std::to_string(i) + ".255.1"}},
+               {"allowed_address_pairs", pairs},
+               {"security_groups", groups}});
+}
+
+TEST_F(ModelGroups, MemberAddressesPerGroupStopAtTheLimit) {
+  ASSERT_EQ(kMaxGroupAddresses, 16384u);
+  add_group({{"id", "web"}});
+  add_group({{"id", "other"}});
+  for (int i = 1; i <= 16; ++i) add_port(port_with_addresses(i, 1024, {"web"}));  // 16384
+  const json before = dump(m);
+  EXPECT_REFUSED(m.add_port(port_with_addresses(17, 1, {"other", "web"})), "resource_exhausted",
+                 "security_groups[1]: security group web would have more than 16384 member "
+                 "addresses (fixed IPs and allowed address pairs of its ports; it has 16384, "
+                 "the port 1)");
+  EXPECT_EQ(dump(m), before);
+  // An update that grows a member past it is refused the same way; one that
+  // keeps its count is not.
+  PortSpec grown = port_with_addresses(16, 1025, {"web"});
+  EXPECT_REFUSED(m.update_port(grown), "resource_exhausted", "security group web");
+  EXPECT_EQ(dump(m), before);
+  EXPECT_TRUE(m.update_port(port_with_addresses(16, 1024, {"web"})).ok());
+  // A member leaving makes room.
+  ASSERT_TRUE(m.remove_port(port_with_addresses(1, 1, {}).id).ok());
+  add_port(port_with_addresses(17, 1, {"other", "web"}));
+  // Restoring a saved state past the limit (an older straitd's) is not refused.
+  EXPECT_TRUE(m.restore_port(port_with_addresses(18, 2000, {"web"}), m.local_vlan("net1")).ok());
 }
 
 }  // namespace

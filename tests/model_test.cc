@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/expect_refused.h"
@@ -406,6 +408,28 @@ TEST(ParsePort, AttachVhostPath) {
   EXPECT_TRUE(parse_port(j).ok());
 }
 
+// "/dir//vm1.sock" and "/dir/./vm1.sock" were taken for other sockets than
+// /dir/vm1.sock: a second port on one socket.
+TEST(ParsePort, AttachVhostPathIsStoredInOneSpelling) {
+  json j = port_json();
+  for (const char* given : {"/run//strait/vhu1.sock", "/run/./strait/vhu1.sock",
+                            "/run/strait/vhu1.sock/", "//run/strait/./vhu1.sock"}) {
+    j["attach"] = vhost_attach(given);
+    auto r = parse_port(j);
+    ASSERT_TRUE(r.ok()) << given << ": " << r.error().message;
+    EXPECT_EQ(r->attach.path, "/run/strait/vhu1.sock") << given;
+  }
+  // ".." stays: after a symlink, dropping it would name another file.
+  j["attach"] = vhost_attach("/run/link/../vhu1.sock");
+  EXPECT_EQ(parse_port(j)->attach.path, "/run/link/../vhu1.sock");
+  j["attach"] = vhost_attach("/./");
+  EXPECT_REFUSED(parse_port(j), "invalid_argument",
+                 "attach.path: \"/./\" names a directory, not a socket");
+  // The length that counts is the stored one.
+  j["attach"] = vhost_attach("//" + std::string(106, 'x'));
+  EXPECT_EQ(parse_port(j)->attach.path, "/" + std::string(106, 'x'));
+}
+
 TEST(ParsePort, AttachVhostMode) {
   json j = port_json();
   j["attach"] = vhost_attach("/tmp/v.sock", "both");
@@ -737,6 +761,61 @@ TEST_F(ModelTest, VhostSocketNotSharedBetweenPorts) {
   b["id"] = kUuidC;
   b["attach"] = vhost_attach("/tmp/vhu-c.sock");
   add_port(b);
+}
+
+// A temporary directory with a subdirectory and a symlink to itself.
+struct SocketDir {
+  SocketDir() {
+    char tmpl[] = "/tmp/strait-socket-dir.XXXXXX";
+    path = mkdtemp(tmpl);
+    std::filesystem::create_directory(path + "/sub");
+    std::filesystem::create_directory_symlink(path, path + "/link");
+  }
+  ~SocketDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+TEST_F(ModelTest, VhostSocketSpelledAnotherWayIsRefusedNamingItsHolder) {
+  SocketDir dir;
+  add_net(vlan_json("net1", 100));
+  json a = port_json(kUuidA, "net1", "02:00:00:00:00:01");
+  a["attach"] = vhost_attach(dir.path + "/vm1.sock");
+  add_port(a);
+  const json before = dump(m);
+  json b = port_json(kUuidB, "net1", "02:00:00:00:00:02");
+  for (const std::string& spelling : {dir.path + "//vm1.sock", dir.path + "/./vm1.sock",
+                                      dir.path + "/sub/../vm1.sock", dir.path + "/link/vm1.sock"}) {
+    b["attach"] = vhost_attach(spelling, "server");
+    EXPECT_REFUSED(m.add_port(port_spec(b)), "conflict",
+                   std::string("is already attached to port ") + kUuidA);
+  }
+  EXPECT_EQ(dump(m), before);
+  // Unbound, it frees the socket under every spelling.
+  ASSERT_TRUE(m.remove_port(kUuidA).ok());
+  b["attach"] = vhost_attach(dir.path + "/link/vm1.sock");
+  add_port(b);
+  EXPECT_REFUSED(m.add_port(port_spec(a)), "conflict",
+                 std::string("is already attached to port ") + kUuidB);
+}
+
+// Two rows an older straitd saved on one socket, spelled two ways: both
+// come back (refusing one would stop straitd from starting), the socket
+// stays the first one's, and unbinding the second leaves it so.
+TEST_F(ModelTest, RestoredPortsOnOneSocketBothComeBack) {
+  SocketDir dir;
+  add_net(vlan_json("net1", 100));
+  json a = port_json(kUuidA, "net1", "02:00:00:00:00:01");
+  a["attach"] = vhost_attach(dir.path + "/vm1.sock");
+  json b = port_json(kUuidB, "net1", "02:00:00:00:00:02");
+  b["attach"] = vhost_attach(dir.path + "//vm1.sock");
+  ASSERT_TRUE(m.restore_port(port_spec(a), 5).ok());
+  ASSERT_TRUE(m.restore_port(port_spec(b), 5).ok());
+  EXPECT_EQ(m.port(kUuidB)->attach.path, dir.path + "/vm1.sock");
+  ASSERT_TRUE(m.remove_port(kUuidB).ok());
+  json c = port_json(kUuidC, "net1", "02:00:00:00:00:03");
+  c["attach"] = vhost_attach(dir.path + "/vm1.sock");
+  EXPECT_REFUSED(m.add_port(port_spec(c)), "conflict",
+                 std::string("is already attached to port ") + kUuidA);
 }
 
 // What a port held (socket, MAC, fixed IPs) is free once it is unbound, and

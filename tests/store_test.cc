@@ -1,16 +1,19 @@
 // The state database: what is saved loads back through the API's parsers,
 // the v1 -> v2 (security groups), v2 -> v3 (VXLAN tunnels) and v4 -> v5
-// (recorded physnets and VTEP) upgrades happen in place, and a database of
-// a newer schema is left alone.
+// (recorded physnets and VTEP) upgrades happen in place, a database of a
+// newer schema, an empty file and another program's SQLite file are refused
+// and left alone, and the files are owner-only.
 #include "control/store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/expect_refused.h"
@@ -400,6 +403,85 @@ TEST_F(StoreTest, BadGroupRowIsNamed) {
                  "security group g1: rules[0].direction: \"up\" is not one of ingress, egress");
   sql("DELETE FROM security_groups; INSERT INTO security_groups VALUES ('g2', 'not json');");
   EXPECT_REFUSED(s->load(), "invalid_argument", "security group g2: params: expected an object");
+}
+
+// SQLite takes a 0-byte file for a new database: a truncated strait.db
+// started an empty switch without a word.
+TEST_F(StoreTest, EmptyDatabaseIsRefusedNotStartedAfresh) {
+  const std::string db = dir_ + "/strait.db";
+  { std::ofstream create(db); }
+  EXPECT_REFUSED(Store::open(dir_), "invalid_argument",
+                 "state database " + db + " is empty (0 bytes): the state it held is lost");
+  EXPECT_EQ(std::filesystem::file_size(db), 0u);
+}
+
+TEST_F(StoreTest, ForeignSqliteFileIsRefusedAndLeftAlone) {
+  sql("CREATE TABLE notes (text TEXT);");
+  EXPECT_REFUSED(Store::open(dir_), "invalid_argument",
+                 "state database " + dir_ + "/strait.db is not Strait's: it has no schema_version");
+  EXPECT_EQ(query_one("SELECT count(*) FROM sqlite_master"), "1");
+  EXPECT_EQ(query_one("PRAGMA journal_mode"), "delete");
+  // A meta table without the version is not enough.
+  sql("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
+  EXPECT_REFUSED(Store::open(dir_), "invalid_argument", "is not Strait's");
+  EXPECT_EQ(query_one("SELECT count(*) FROM sqlite_master WHERE type='table'"), "2");
+}
+
+TEST_F(StoreTest, NotAnSqliteFileIsRefused) {
+  std::ofstream(dir_ + "/strait.db") << std::string(8192, 'x');
+  EXPECT_REFUSED(Store::open(dir_), "internal", "file is not a database");
+}
+
+// A new database appears whole: the first open leaves no strait.db.new, and
+// one a start cut short left behind is replaced.
+TEST_F(StoreTest, NewDatabaseIsMadeAsideAndRenamedWhole) {
+  std::ofstream(dir_ + "/strait.db.new") << "half";
+  auto s = open();
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/strait.db.new"));
+  EXPECT_EQ(query_one("SELECT value FROM meta WHERE key='schema_version'"), "5");
+}
+
+unsigned file_mode(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Any local user could read the ports table (0644).
+TEST_F(StoreTest, DatabaseFilesAreOwnerOnly) {
+  const std::string db = dir_ + "/strait.db";
+  {
+    auto s = open();
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->put_network(network({{"id", "n1"}, {"type", "local"}})).ok());
+    for (const char* f : {"", "-wal", "-shm"}) EXPECT_EQ(file_mode(db + f), 0600u) << f;
+  }
+  // As an older straitd left them.
+  ASSERT_EQ(chmod(db.c_str(), 0644), 0);
+  auto s = open();
+  ASSERT_TRUE(s);
+  for (const char* f : {"", "-wal", "-shm"}) EXPECT_EQ(file_mode(db + f), 0600u) << f;
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(saved->networks.size(), 1u);
+}
+
+// Rows saved before socket paths were normalised load in the one spelling.
+TEST_F(StoreTest, OldRowWithAnUnnormalisedSocketPathLoadsNormalised) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  PortSpec p = port({{"id", kUuidA},
+                     {"network", "n1"},
+                     {"mac", "02:00:00:00:00:01"},
+                     {"attach", {{"type", "vhost"}, {"path", "/run/vhost/vm1.sock"}}}});
+  json row = to_json(p);
+  row["attach"]["path"] = "/run//vhost/./vm1.sock";
+  sql("INSERT INTO ports VALUES ('" + std::string(kUuidA) + "', '" + row.dump() + "', 3);");
+  auto saved = s->load();
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  ASSERT_EQ(saved->ports.size(), 1u);
+  EXPECT_EQ(saved->ports[0].first.attach.path, "/run/vhost/vm1.sock");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -222,6 +223,113 @@ def test_second_straitd_on_the_same_socket_is_refused(tmp_path):
     finally:
         first.kill()
 
+
+def test_second_straitd_on_the_same_state_dir_is_refused(tmp_path):
+    """Two straitd on one database silently undid each other's acknowledged
+    changes: the second one must not start, and say who holds the directory."""
+    first = Straitd(tmp_path / "a").start()
+    try:
+        first.call("network.create", {"id": "n1", "type": "local"})
+        state = first.tmp / "state"
+        cfg = tmp_path / "b.toml"
+        cfg.write_text(config_text(tmp_path / "b", {}).replace(str(tmp_path / "b" / "state"),
+                                                                str(state)))
+        p, eal_started = run_straitd(cfg)
+        out = (p.stdout + p.stderr).strip().splitlines()
+        assert p.returncode != 0
+        assert len(out) == 1, out
+        assert out[0].startswith("straitd: ") and str(state) in out[0], out
+        assert f"in use by another straitd (pid {first.proc.pid})" in out[0], out
+        assert not eal_started
+        assert not (tmp_path / "b" / "api.sock").exists()
+        assert [n["id"] for n in first.call("network.list")["networks"]] == ["n1"]
+        assert first.stop() == 0
+    finally:
+        first.kill()
+
+
+def test_second_straitd_with_a_file_prefix_in_use_names_it(tmp_path):
+    """EAL refused a taken --file-prefix without setting rte_errno: straitd
+    said "EAL initialisation failed: Success"."""
+    first = Straitd(tmp_path / "a").start()
+    try:
+        cfg = tmp_path / "b.toml"
+        cfg.write_text(config_text(tmp_path / "b", {}))
+        # Not run_straitd: the runtime directory is the first straitd's.
+        p = subprocess.run([str(STRAITD), "--config", str(cfg), "--", *EAL_ARGS,
+                            "--file-prefix", first.prefix], capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        assert p.returncode != 0
+        failed = [line for line in (p.stdout + p.stderr).splitlines()
+                  if "EAL initialisation failed" in line]
+        assert len(failed) == 1, p.stdout + p.stderr
+        assert (f"file prefix {first.prefix} is in use by another DPDK process "
+                f"(pid {first.proc.pid})") in failed[0], failed
+        assert not (tmp_path / "b" / "api.sock").exists()
+        assert first.call("network.list") == {"networks": []}
+        assert first.stop() == 0
+    finally:
+        first.kill()
+
+
+def test_state_dir_and_database_are_owner_only_also_when_they_were_wider(tmp_path):
+    """Any local user could read the ports table (0755 directory, 0644 database)."""
+    state = tmp_path / "state"
+
+    def modes():
+        files = ["strait.db", "strait.db-wal", "strait.db-shm"]
+        return [oct(os.stat(state).st_mode & 0o777)] + \
+            [oct(os.stat(state / f).st_mode & 0o777) for f in files]
+
+    sw = Straitd(tmp_path).start()
+    try:
+        sw.call("network.create", {"id": "n1", "type": "local"})
+        assert modes() == ["0o700", "0o600", "0o600", "0o600"]
+        assert sw.stop() == 0
+        # As an older straitd left them.
+        os.chmod(state, 0o755)
+        os.chmod(state / "strait.db", 0o644)
+        sw.start()
+        assert modes() == ["0o700", "0o600", "0o600", "0o600"]
+        assert [n["id"] for n in sw.call("network.list")["networks"]] == ["n1"]
+        assert sw.stop() == 0
+    finally:
+        sw.kill()
+
+
+def test_saved_ports_on_one_socket_spelled_twice_still_start(tmp_path):
+    """An older straitd accepted /dir//vm1.sock beside /dir/vm1.sock. Such a
+    database must still start: the socket stays the first port's, the second
+    is down, can be unbound, and the socket takes no third port."""
+    sock_dir = tmp_path / "vms"
+    sock_dir.mkdir()
+    sw = Straitd(tmp_path).start()
+    try:
+        sw.call("network.create", {"id": "n", "type": "local"})
+        sw.call("port.bind", {"id": uuid_for(1), "network": "n", "mac": "02:e2:dd:00:00:01",
+                              "attach": {"type": "vhost", "path": f"{sock_dir}/vm1.sock"}})
+        assert sw.stop() == 0
+        db = sqlite3.connect(tmp_path / "state" / "strait.db")
+        spec, vlan = db.execute("SELECT spec, local_vlan FROM ports").fetchone()
+        second = json.loads(spec)
+        second.update(id=uuid_for(2), mac="02:e2:dd:00:00:02")
+        second["attach"]["path"] = f"{sock_dir}//vm1.sock"
+        db.execute("INSERT INTO ports VALUES (?, ?, ?)", (uuid_for(2), json.dumps(second), vlan))
+        db.commit()
+        db.close()
+        sw.start()
+        ports = {p["id"]: p for p in sw.call("port.list")["ports"]}
+        assert set(ports) == {uuid_for(1), uuid_for(2)}
+        assert ports[uuid_for(2)]["attach"]["path"] == f"{sock_dir}/vm1.sock"
+        assert ports[uuid_for(2)]["state"] == "down"
+        assert sw.call("port.unbind", {"id": uuid_for(2)}) == {}
+        r = sw.request("port.bind", {"id": uuid_for(3), "network": "n", "mac": "02:e2:dd:00:00:03",
+                                     "attach": {"type": "vhost", "path": f"{sock_dir}/./vm1.sock"}})
+        assert r["error"]["code"] == "conflict", r
+        assert f"is already attached to port {uuid_for(1)}" in r["error"]["message"]
+        assert sw.stop() == 0
+    finally:
+        sw.kill()
 
 def test_stale_socket_file_is_taken_over(tmp_path):
     sock = tmp_path / "api.sock"
