@@ -6,6 +6,8 @@
 #include <set>
 #include <string>
 
+#include "control/json_fields.h"
+
 namespace strait::ctl {
 namespace {
 
@@ -36,7 +38,9 @@ Result<std::vector<uint8_t>> from_hex(const std::string& s) {
   std::vector<uint8_t> out;
   for (size_t i = 0; i < digits.size(); i += 2) {
     const int hi = hex_digit(digits[i]), lo = hex_digit(digits[i + 1]);
-    if (hi < 0 || lo < 0) return frame_error("", "not hex: '" + digits.substr(i, 2) + "'");
+    // Quoted with json_quoted: the two bytes may be half of a UTF-8
+    // character, and the message goes into a JSON reply (dump() would throw).
+    if (hi < 0 || lo < 0) return frame_error("", "not hex: " + json_quoted(digits.substr(i, 2)));
     out.push_back(static_cast<uint8_t>(hi << 4 | lo));
   }
   return out;
