@@ -222,16 +222,18 @@ class Api:
 
 
 class Straitd:
-    def __init__(self, build, work, worker):
+    def __init__(self, build, work, worker, config=None):
+        """config: the TOML to run with (bench/soak.py's); None: this
+        bench's (state dir and API socket in `work`, no libvirt)."""
         self.bin = Path(build) / "control" / "straitd"
         self.work = Path(work)
         self.sock = self.work / "api.sock"
         self.cfg = self.work / "straitd.toml"
         self.prefix = f"slc{os.getpid()}sw"
-        self.cfg.write_text(f'state_dir = "{self.work / "state"}"\n'
-                            f'api_socket = "{self.sock}"\n'
-                            f"[datapath]\nworkers = [{worker}]\n"
-                            "[libvirt]\nenabled = false\n")
+        self.cfg.write_text(config or (f'state_dir = "{self.work / "state"}"\n'
+                                       f'api_socket = "{self.sock}"\n'
+                                       f"[datapath]\nworkers = [{worker}]\n"
+                                       "[libvirt]\nenabled = false\n"))
         self.proc = None
         self.starts = 0
         self.started_at = None   # CLOCK_REALTIME just before the exec

@@ -55,6 +55,10 @@
 //                     runs until SIGINT/SIGTERM (the ports keep their link
 //                     status interrupt, so virtio-user servers reconnect to a
 //                     restarted switch).
+//       --stats-ms MS also print "GAPWATCH_STATS ts=.. tx=.. txfail=.. rx=..
+//                     nomem=.. last_rx_ts=.." every MS ms (last_rx_ts: the
+//                     latest arrival, 0 before any): the running totals
+//                     bench/soak.py follows for an hour.
 //
 // Output: "t=<s> rx_mpps=.. tx_mpps=.. txfail_mpps=.." once per second
 // ("warmup" appended during warm-up), then one line
@@ -120,6 +124,7 @@ struct Options {
   unsigned gap_ms = 20;
   unsigned watch_gap_ms = 0;
   unsigned interval_us = 200;
+  unsigned stats_ms = 0;  // --gap-watch: GAPWATCH_STATS period (0: none)
   rte_ether_addr src{{0x02, 0, 0, 0, 0, 0x01}};
   rte_ether_addr dst{{0x02, 0, 0, 0, 0, 0x02}};
   // --vxlan (-1: off)
@@ -178,12 +183,12 @@ void usage() {
                "       strait-gen <EAL args> -- --connect-cycles N --vdev-path P "
                "[--hold-ms MS] [--gap-ms MS]\n"
                "       strait-gen <EAL args> -- --gap-watch MS [--interval-us US] "
-               "[--src-mac M] [--dst-mac M] [--size N]\n");
+               "[--stats-ms MS] [--src-mac M] [--dst-mac M] [--size N]\n");
 }
 
 int parse_args(int argc, char** argv, Options* o) {
   enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps,
-         kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kVxlan,
+         kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kStats, kVxlan,
          kOuterSrc, kOuterDst, kVtepSrc, kVtepDst, kVxlanPort, kHelp };
   static const option opts[] = {
       {"size", required_argument, nullptr, kSize},
@@ -203,6 +208,7 @@ int parse_args(int argc, char** argv, Options* o) {
       {"gap-ms", required_argument, nullptr, kGap},
       {"gap-watch", required_argument, nullptr, kWatch},
       {"interval-us", required_argument, nullptr, kInterval},
+      {"stats-ms", required_argument, nullptr, kStats},
       {"vxlan", required_argument, nullptr, kVxlan},
       {"outer-src-mac", required_argument, nullptr, kOuterSrc},
       {"outer-dst-mac", required_argument, nullptr, kOuterDst},
@@ -235,6 +241,7 @@ int parse_args(int argc, char** argv, Options* o) {
       case kGap: ok = parse_uint(optarg, 60000, &o->gap_ms); break;
       case kWatch: ok = parse_uint(optarg, 60000, &o->watch_gap_ms) && o->watch_gap_ms; break;
       case kInterval: ok = parse_uint(optarg, 1000000, &o->interval_us) && o->interval_us; break;
+      case kStats: ok = parse_uint(optarg, 3600000, &o->stats_ms) && o->stats_ms; break;
       case kVxlan: ok = parse_uint(optarg, (1u << 24) - 1, &u); o->vxlan_vni = u; break;
       case kOuterSrc: ok = parse_mac(optarg, &o->outer_src); break;
       case kOuterDst: ok = parse_mac(optarg, &o->outer_dst); break;
@@ -525,6 +532,8 @@ int run_gap_watch(const Options& o, rte_mempool* mp, const Layout& layout) {
   std::fflush(stdout);
   uint64_t tx = 0, txfail = 0, rx = 0, gaps = 0, nomem = 0;
   double last_rx = 0;
+  const double stats_every = o.stats_ms / 1e3;
+  double next_stats = realtime_s() + stats_every;
   rte_mbuf* rxb[kMaxBurst];
   for (unsigned loop = 0; !g_stop; loop++) {
     rte_mbuf* m = rte_pktmbuf_alloc(mp);
@@ -558,6 +567,13 @@ int run_gap_watch(const Options& o, rte_mempool* mp, const Layout& layout) {
     if ((loop & 15) == 0) {  // floods back towards the sender
       const uint16_t k = rte_eth_rx_burst(kTxPort, 0, rxb, kMaxBurst);
       if (k) rte_pktmbuf_free_bulk(rxb, k);
+    }
+    if (const double now = realtime_s(); o.stats_ms && now >= next_stats) {
+      std::printf("GAPWATCH_STATS ts=%.6f tx=%lu txfail=%lu rx=%lu nomem=%lu last_rx_ts=%.6f\n",
+                  now, static_cast<unsigned long>(tx), static_cast<unsigned long>(txfail),
+                  static_cast<unsigned long>(rx), static_cast<unsigned long>(nomem), last_rx);
+      std::fflush(stdout);
+      next_stats = now + stats_every;  // no burst of lines after a stall
     }
     sleep_us(o.interval_us);
   }
