@@ -91,8 +91,9 @@ def check_vms_up(out):
     """The six VM ports came up, attached through vhost-user."""
     assert "all 6 VM ports are up" in out, out
     for vm in VMS:
-        # straitctl show, Ports: ID NETWORK MAC IPS STATE LVLAN ATTACH
-        m = re.search(rf"^{UUID[vm]}[ \t]+(\S+)[ \t]+\S+[ \t]+\S+[ \t]+(\S+)[ \t]+\d+[ \t]+(vhost:\S+)$",
+        # straitctl show, Ports: ID NETWORK MAC IPS STATE LINK LVLAN DOMAIN ATTACH
+        m = re.search(rf"^{UUID[vm]}[ \t]+(\S+)[ \t]+\S+[ \t]+\S+[ \t]+(\S+)[ \t]+up[ \t]+\d+"
+                      rf"[ \t]+\S+[ \t]+(vhost:\S+)$",
                       out, re.M)
         assert m, out
         assert m.group(1, 2) == (NETWORK[vm], "up"), m.group(0)
