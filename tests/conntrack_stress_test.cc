@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "dataplane/conntrack.h"
+#include "tests/ct_tuple.h"
 
 namespace strait::dp {
 namespace {
@@ -35,28 +36,8 @@ constexpr uint8_t kIpProtoGre = 47;
 constexpr uint64_t kSec = 1000;
 constexpr uint32_t kA = 0x0a000001, kB = 0x0a000101;
 
-CtTuple v4(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto,
-           uint16_t zone) {
-  CtTuple t{};
-  for (int i = 0; i < 4; i++) {
-    t.src[i] = uint8_t(src >> (24 - 8 * i));
-    t.dst[i] = uint8_t(dst >> (24 - 8 * i));
-  }
-  t.sport = sport;
-  t.dport = dport;
-  t.zone = zone;
-  t.family = kCtIpv4;
-  t.proto = proto;
-  return t;
-}
-
-CtTuple reversed(const CtTuple& t) {
-  CtTuple r = t;
-  std::memcpy(r.src, t.dst, 16);
-  std::memcpy(r.dst, t.src, 16);
-  std::swap(r.sport, r.dport);
-  return r;
-}
+using test::reversed;
+using test::v4;
 
 CtPacket pkt(const CtTuple& t, uint8_t tcp_flags = 0) {
   CtPacket p;

@@ -3,6 +3,7 @@
 // (rte_rcu_qsbr), flushes, F10 re-verification hooks. The workers-and-control
 // churn under real threads is conntrack_stress_test.cc. No EAL needed.
 #include "dataplane/conntrack.h"
+#include "tests/ct_tuple.h"
 
 #include <gtest/gtest.h>
 
@@ -24,26 +25,9 @@ constexpr uint64_t kSec = 1000;
 
 CtTuple v4(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto,
            uint16_t zone = kZone) {
-  CtTuple t{};
-  for (int i = 0; i < 4; i++) {
-    t.src[i] = uint8_t(src >> (24 - 8 * i));
-    t.dst[i] = uint8_t(dst >> (24 - 8 * i));
-  }
-  t.sport = sport;
-  t.dport = dport;
-  t.zone = zone;
-  t.family = kCtIpv4;
-  t.proto = proto;
-  return t;
+  return test::v4(src, sport, dst, dport, proto, zone);
 }
-
-CtTuple reversed(const CtTuple& t) {
-  CtTuple r = t;
-  std::memcpy(r.src, t.dst, 16);
-  std::memcpy(r.dst, t.src, 16);
-  std::swap(r.sport, r.dport);
-  return r;
-}
+using test::reversed;
 
 CtPacket pkt(const CtTuple& t, uint8_t tcp_flags = 0, bool echo_reply = false) {
   CtPacket p;
