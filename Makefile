@@ -12,14 +12,14 @@ CTEST_ARGS ?=
 ifneq ($(SANITIZE),)
 comma := ,
 BUILD := build-$(subst $(comma),-,$(SANITIZE))
-CMAKE_FLAGS += -DSTRAIT_SANITIZE=$(SANITIZE) -DSTRAIT_BUILD_BENCH=OFF
+override CMAKE_FLAGS += -DSTRAIT_SANITIZE=$(SANITIZE) -DSTRAIT_BUILD_BENCH=OFF
 export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1
 export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= $(TSAN_DEFAULT_OPTIONS)
 endif
 
-.PHONY: all deps build test tsan demo bench meson-dpdk clean
+.PHONY: all deps build test tsan fuzz demo bench meson-dpdk clean
 
 all: build
 
@@ -45,6 +45,15 @@ tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="$${TSAN_OPTIONS:-$(TSAN_DEFAULT_OPTIONS)}" \
 	  ctest -L stress --output-on-failure --timeout 600 -j 1
+
+# libFuzzer targets (tests/README.md "Fuzzing"), built with clang in
+# build-fuzz, each run FUZZ_SECONDS (or FUZZ_RUNS inputs, within it);
+# FUZZ_TARGETS='parse api' picks some.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_RUNS ?=
+fuzz: deps
+	FUZZ_RUNS=$(FUZZ_RUNS) bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 demo: build
 	bash scripts/demo.sh $(BUILD)

@@ -185,21 +185,29 @@ void ApiServer::dispatch(const std::shared_ptr<Conn>& c) {
   rearm(c);
 }
 
+Result<ApiRequest> decode_request(std::string_view line, int max_depth, json* id) {
+  *id = nullptr;
+  // Copying, printing or freeing JSON recurses once per level.
+  if (nested_deeper_than(line, max_depth))
+    return invalid("request: nested deeper than " + std::to_string(max_depth) + " levels");
+  json req = json::parse(line, nullptr, false);
+  if (req.is_object() && req.contains("id")) *id = req["id"];
+  if (req.is_discarded()) return invalid("request: not valid JSON");
+  if (!req.is_object()) return invalid("request: must be a JSON object");
+  if (!req.contains("method") || !req["method"].is_string()) return invalid("method: required string");
+  ApiRequest r{*id, req["method"].get<std::string>(),
+               req.contains("params") ? std::move(req["params"]) : json::object()};
+  if (!r.params.is_object()) return invalid("params: must be an object");
+  return r;
+}
+
 void ApiServer::handle(const std::shared_ptr<Conn>& c, const std::string& line) {
   if (line.find_first_not_of(" \t\r") == std::string::npos) return;
-  // Copying, printing or freeing JSON recurses once per level.
-  if (nested_deeper_than(line, kMaxDepth))
-    return reply(c, refusal(nullptr, "invalid_argument",
-                            "request: nested deeper than " + std::to_string(kMaxDepth) + " levels"));
-  json req = json::parse(line, nullptr, false);
-  json id = req.is_object() && req.contains("id") ? req["id"] : json(nullptr);
-  auto refuse = [&](const std::string& msg) { reply(c, refusal(id, "invalid_argument", msg)); };
-  if (req.is_discarded()) return refuse("request: not valid JSON");
-  if (!req.is_object()) return refuse("request: must be a JSON object");
-  if (!req.contains("method") || !req["method"].is_string()) return refuse("method: required string");
-  json params = req.contains("params") ? std::move(req["params"]) : json::object();
-  if (!params.is_object()) return refuse("params: must be an object");
-  const std::string method = req["method"].get<std::string>();
+  json id;
+  auto req = decode_request(line, kMaxDepth, &id);
+  if (!req) return reply(c, refusal(id, req.error().code, req.error().message));
+  const std::string& method = req->method;
+  const json& params = req->params;
   if (method == "events.subscribe") return subscribe(c, id, params);
   c->busy = true;
   auto answered = std::make_shared<bool>(false);

@@ -71,7 +71,7 @@ ssize_t write_line(void*, const char* buf, size_t size) {
   if (vhost_config_type >= 0 && type == vhost_config_type) level = vhost_config_level(msg, level);
   if (spdlog::should_log(level)) {
     spdlog::log(level, "{}", msg);
-  } else if (level == dpdk_level || rte_log_get_level(type) >= RTE_LOG_DEBUG) {
+  } else if (level == dpdk_level || rte_log_get_level(type) >= static_cast<int>(RTE_LOG_DEBUG)) {
     // DPDK has filtered already: a line it wrote below spdlog's level was
     // asked for (its --log-level), so it is shown, marked. One demoted here
     // only when DPDK was asked for its type's debug lines.

@@ -78,7 +78,10 @@ void Switch::security_group_delete(const json& params, Done done) {
 void Switch::sg_rule_create(const json& params, Done done) {
   auto parsed = parse_sg_rule_create(params);
   if (!parsed) return done(error_reply(parsed.error()));
-  auto& [group_id, rule] = *parsed;
+  // Named references, not a structured binding: the lambdas below capture
+  // them, which clang before 16 does not allow for bindings.
+  const std::string& group_id = parsed->first;
+  SecurityGroupRule& rule = parsed->second;
   if (rule.id.empty()) rule.id = new_uuid();
   Status st = apply([&](Model& m) { return m.add_sg_rule(group_id, rule); },
                     [&](const Model& m) { return store_->put_security_group(*m.security_group(group_id)); });

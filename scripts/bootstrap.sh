@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Strait needs to build, test, demo and bench, from Debian's
-# packages. Idempotent: does nothing when everything is already there.
+# packages, and any packages named as arguments (scripts/fuzz.sh: clang).
+# Idempotent: does nothing when everything is already there.
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config
@@ -13,6 +14,7 @@ PKGS=(
   # image scripts/vm_image.sh builds from a busybox and Debian's kernel
   qemu-system-x86 libvirt-daemon-system libvirt-clients busybox-static cpio
 )
+PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
