@@ -1,4 +1,4 @@
-"""Pipeline semantics end to end (shared/DESIGN.md, "Pipeline semantics").
+"""Pipeline semantics end to end (docs/design.md, "Pipeline semantics").
 
 One straitd for the module, three physical networks:
   physnet1  a veth pair (net_af_packet): the test sends and receives on the
@@ -474,7 +474,7 @@ def test_drop_counters_add_up_across_ports_and_workers(sw, lab):
 
 def test_rebound_port_receives_on_its_new_device_f1(sw, lab, wire):
     """A reboot is an unbind and a bind of the same port id and MAC on a new
-    device (LESSONS F1): the same flow must reach the new device, and only it."""
+    device (F1, docs/design.md): the same flow must reach the new device, and only it."""
     net = lab.network("vlan", "physnet1", seg=114)
     m, host = new_mac(), new_mac()
     first = lab.port(net, m)
