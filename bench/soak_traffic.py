@@ -59,6 +59,11 @@ class Stream:
     def start(self):
         self.incarnation += 1
         self.parsed = 0
+        # As QEMU does before it listens: a socket file left by a generator
+        # that died (virtio-user's server mode cannot bind over it, and the
+        # scenario would never come back).
+        for sock in (self.tx_sock, self.rx_sock):
+            sock.unlink(missing_ok=True)
         self.cur = dict.fromkeys(COUNTERS, 0)
         eal = ["-m", "128",
                "--vdev", f"virtio_user0,path={self.tx_sock},server=1,queue_size=1024",

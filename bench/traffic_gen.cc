@@ -592,6 +592,9 @@ int run_gap_watch(const Options& o, rte_mempool* mp, const Layout& layout) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As straitd: the vhost-user peer closing its socket (a straitd restart)
+  // must not kill the generator, which counts on through the reconnect.
+  std::signal(SIGPIPE, SIG_IGN);
   const int eal = rte_eal_init(argc, argv);
   if (eal < 0) {
     std::fprintf(stderr, "strait-gen: EAL init failed: %s\n", rte_strerror(rte_errno));
