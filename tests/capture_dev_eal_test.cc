@@ -106,7 +106,13 @@ class CaptureTest : public ::testing::Test {
       h_->pump(std::chrono::milliseconds(10));
     ASSERT_EQ(h_->ok("port.show", {{"id", uuid(1)}})["state"], "up");
   }
-  void stop_guest() { h_->release(guest_); }
+  // After a test shut the switch down (h_ gone) there is nothing to pump.
+  void stop_guest() {
+    if (h_)
+      h_->release(guest_);
+    else
+      guest_.reset();
+  }
   std::vector<Frame> guest_wait(size_t n) {
     std::vector<Frame> got;
     for (int i = 0; i < 300 && got.size() < n; i++) {
