@@ -260,6 +260,10 @@ Status Model::check_add_port(const PortSpec& p) const { return check_port_fits(p
 Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
   if (ports_.count(p.id)) return exists("port " + p.id + " already exists");
   if (!networks_.count(p.network)) return not_found("network: no network " + p.network);
+  // A port saved past a limit (an older straitd had none) is restored as it was.
+  if (!restoring) {
+    if (auto s = check_port_limits(p); !s) return s;
+  }
   if (auto s = check_port_security(p); !s) return s;
   if (auto s = check_groups_exist(p, groups_); !s) return s;
   const bool vhost = p.attach.kind == Attachment::Kind::kVhost;
@@ -414,6 +418,7 @@ Result<PortSpec> Model::updated_port(const PortUpdate& u) const {
       if (pair.mac_address == Mac{}) pair.mac_address = p.mac;  // none given: the port's
   }
   if (u.port_security_enabled) p.port_security_enabled = *u.port_security_enabled;
+  if (auto s = check_port_limits(p); !s) return s.error();
   if (auto s = check_port_security(p); !s) return s.error();
   if (auto s = check_groups_exist(p, groups_); !s) return s.error();
   if (auto s = check_fixed_ips_free(p); !s) return s.error();

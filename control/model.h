@@ -136,6 +136,13 @@ Result<PortUpdate> parse_port_update(const nlohmann::json& params);
 // What a port's security fields must satisfy together (neutron's rules): no
 // pair listed twice; port security enabled when the port has groups or pairs.
 Status check_port_security(const PortSpec& p);
+// Per port, far above neutron's defaults (5 fixed IPs, 10 address pairs) and
+// low enough that checking a port stays cheap (pairs are compared pairwise).
+inline constexpr size_t kMaxFixedIps = 256;
+inline constexpr size_t kMaxAddressPairs = 256;
+inline constexpr size_t kMaxPortGroups = 64;
+// resource_exhausted, naming the field, when a port is past one of them.
+Status check_port_limits(const PortSpec& p);
 // A random (version 4) UUID, lowercase: ids of rules created without one.
 std::string new_uuid();
 nlohmann::json to_json(const NetworkSpec& n);

@@ -251,6 +251,18 @@ std::string normal_socket_path(const std::string& path) {
   return out.empty() ? "/" : out;
 }
 
+Status check_port_limits(const PortSpec& p) {
+  auto over = [](const char* field, size_t n, size_t limit) -> Status {
+    if (n <= limit) return ok();
+    return exhausted(std::string(field) + ": " + std::to_string(n) + " given, at most " +
+                     std::to_string(limit) + " per port");
+  };
+  if (auto s = over("fixed_ips", p.fixed_ips.size(), kMaxFixedIps); !s) return s;
+  if (auto s = over("allowed_address_pairs", p.allowed_address_pairs.size(), kMaxAddressPairs); !s)
+    return s;
+  return over("security_groups", p.security_groups.size(), kMaxPortGroups);
+}
+
 Status check_port_security(const PortSpec& p) {
   const auto& pairs = p.allowed_address_pairs;
   for (size_t i = 0; i < pairs.size(); ++i) {

@@ -422,24 +422,63 @@ TEST_F(ModelGroups, MemberAddressesPerGroupStopAtTheLimit) {
   ASSERT_EQ(kMaxGroupAddresses, 16384u);
   add_group({{"id", "web"}});
   add_group({{"id", "other"}});
-  for (int i = 1; i <= 16; ++i) add_port(port_with_addresses(i, 1024, {"web"}));  // 16384
+  // 64 ports of 256 addresses (1 fixed IP, 255 pairs, under kMaxAddressPairs).
+  for (int i = 1; i <= 64; ++i) add_port(port_with_addresses(i, 256, {"web"}));  // 16384
   const json before = dump(m);
-  EXPECT_REFUSED(m.add_port(port_with_addresses(17, 1, {"other", "web"})), "resource_exhausted",
+  EXPECT_REFUSED(m.add_port(port_with_addresses(65, 1, {"other", "web"})), "resource_exhausted",
                  "security_groups[1]: security group web would have more than 16384 member "
                  "addresses (fixed IPs and allowed address pairs of its ports; it has 16384, "
                  "the port 1)");
   EXPECT_EQ(dump(m), before);
   // An update that grows a member past it is refused the same way; one that
   // keeps its count is not.
-  PortSpec grown = port_with_addresses(16, 1025, {"web"});
+  PortSpec grown = port_with_addresses(64, 257, {"web"});
   EXPECT_REFUSED(m.update_port(grown), "resource_exhausted", "security group web");
   EXPECT_EQ(dump(m), before);
-  EXPECT_TRUE(m.update_port(port_with_addresses(16, 1024, {"web"})).ok());
+  EXPECT_TRUE(m.update_port(port_with_addresses(64, 256, {"web"})).ok());
   // A member leaving makes room.
   ASSERT_TRUE(m.remove_port(port_with_addresses(1, 1, {}).id).ok());
-  add_port(port_with_addresses(17, 1, {"other", "web"}));
+  add_port(port_with_addresses(65, 1, {"other", "web"}));
   // Restoring a saved state past the limit (an older straitd's) is not refused.
-  EXPECT_TRUE(m.restore_port(port_with_addresses(18, 2000, {"web"}), m.local_vlan("net1")).ok());
+  EXPECT_TRUE(m.restore_port(port_with_addresses(66, 2000, {"web"}), m.local_vlan("net1")).ok());
+}
+
+// Per port: fixed IPs, allowed pairs and groups have limits (model.h), so a
+// bind or update stays cheap to check; a refusal names the field and changes
+// nothing; a port an older straitd saved past them is restored as it was.
+TEST_F(ModelGroups, PortFieldsStopAtTheirLimits) {
+  ASSERT_EQ(kMaxFixedIps, 256u);
+  ASSERT_EQ(kMaxAddressPairs, 256u);
+  ASSERT_EQ(kMaxPortGroups, 64u);
+  json groups = json::array();
+  for (size_t g = 0; g <= kMaxPortGroups; ++g) {
+    add_group({{"id", "g" + std::to_string(g)}});
+    groups.push_back("g" + std::to_string(g));
+  }
+  json ips = json::array();
+  for (size_t k = 0; k <= kMaxFixedIps; ++k)
+    ips.push_back("10.1." + std::to_string(k / 256) + "." + std::to_string(k % 256));
+  const char* id = "00000000-0000-0000-0000-000000000001";
+  const char* mac = "02:00:00:00:00:01";
+  const json before = dump(m);
+  EXPECT_REFUSED(m.add_port(port(id, mac, {{"fixed_ips", ips}})), "resource_exhausted",
+                 "fixed_ips: 257 given, at most 256 per port");
+  EXPECT_REFUSED(m.add_port(port_with_addresses(1, kMaxAddressPairs + 2, {"g0"})),
+                 "resource_exhausted", "allowed_address_pairs: 257 given, at most 256 per port");
+  EXPECT_REFUSED(m.add_port(port(id, mac, {{"security_groups", groups}})), "resource_exhausted",
+                 "security_groups: 65 given, at most 64 per port");
+  EXPECT_EQ(dump(m), before);
+  // At the limits a port binds; an update past one is refused.
+  json at_limit = groups;
+  at_limit.erase(at_limit.size() - 1);
+  json fewer_ips = ips;
+  fewer_ips.erase(fewer_ips.size() - 1);
+  add_port(port(id, mac, {{"fixed_ips", fewer_ips}, {"security_groups", at_limit}}));
+  EXPECT_REFUSED(m.updated_port(update({{"id", id}, {"fixed_ips", ips}})), "resource_exhausted",
+                 "fixed_ips: 257 given");
+  EXPECT_REFUSED(m.updated_port(update({{"id", id}, {"security_groups", groups}})),
+                 "resource_exhausted", "security_groups: 65 given");
+  EXPECT_TRUE(m.restore_port(port_with_addresses(2, 300, {"g0"}), m.local_vlan("net1")).ok());
 }
 
 }  // namespace
