@@ -87,6 +87,19 @@ Model restarted(const Model& m) {
   return r;
 }
 
+// A change of the model; refused, it must have changed nothing. (Requests
+// refused while their parameters are parsed never reach the model.)
+template <typename F>
+Status change(const Model& m, F f) {
+  const json before = dump(m);
+  Status st = f();
+  if (!st) {
+    strait::fuzz::check_error(st.error());
+    STRAIT_FUZZ_CHECK(dump(m) == before);
+  }
+  return st;
+}
+
 // One port.bind's ports, all or none (the model's part of Switch::bind_all).
 Status bind_all(Model& m, const json& params) {
   std::vector<PortSpec> specs;
@@ -104,13 +117,15 @@ Status bind_all(Model& m, const json& params) {
     if (!spec) return spec.error();
     specs.push_back(std::move(*spec));
   }
-  for (size_t i = 0; i < specs.size(); i++) {
-    if (Status st = m.add_port(specs[i]); !st) {
-      while (i > 0) STRAIT_FUZZ_CHECK(m.remove_port(specs[--i].id).ok());
-      return st;
+  return change(m, [&]() -> Status {
+    for (size_t i = 0; i < specs.size(); i++) {
+      if (Status st = m.add_port(specs[i]); !st) {
+        while (i > 0) STRAIT_FUZZ_CHECK(m.remove_port(specs[--i].id).ok());
+        return st;
+      }
     }
-  }
-  return ok();
+    return ok();
+  });
 }
 
 // A state-changing method as straitd parses its parameters, applied to the
@@ -125,22 +140,24 @@ Status apply(Model& m, const ApiRequest& r) {
   };
   if (method == "network.create") {
     auto n = parse_network(params);
-    return n ? m.add_network(*n) : Status(n.error());
+    return n ? change(m, [&] { return m.add_network(*n); }) : Status(n.error());
   }
   if (method == "network.delete")
-    return with_id([&](const std::string& id) { return m.remove_network(id); });
+    return with_id(
+        [&](const std::string& id) { return change(m, [&] { return m.remove_network(id); }); });
   if (method == "port.bind") return bind_all(m, params);
   if (method == "port.unbind")
     return with_id([&](const std::string& id) -> Status {
       const PortSpec* p = m.port(id);  // as straitd: by its canonical id
       if (!p) return not_found("port " + id + " is not bound");
-      return m.remove_port(std::string(p->id));
+      const std::string canonical = p->id;
+      return change(m, [&] { return m.remove_port(canonical); });
     });
   if (method == "port.update") {
     auto u = parse_port_update(params);
     if (!u) return u.error();
     auto p = m.updated_port(*u);
-    return p ? m.update_port(*p) : Status(p.error());
+    return p ? change(m, [&] { return m.update_port(*p); }) : Status(p.error());
   }
   auto fill_id = [](SecurityGroupRule& rule) {
     if (rule.id.empty()) rule.id = "rule-" + std::to_string(++rule_ids);
@@ -149,32 +166,37 @@ Status apply(Model& m, const ApiRequest& r) {
     auto g = parse_security_group(params);
     if (!g) return g.error();
     for (SecurityGroupRule& rule : g->rules) fill_id(rule);
-    return m.add_security_group(*g);
+    return change(m, [&] { return m.add_security_group(*g); });
   }
   if (method == "security_group.delete")
-    return with_id([&](const std::string& id) { return m.remove_security_group(id); });
+    return with_id([&](const std::string& id) {
+      return change(m, [&] { return m.remove_security_group(id); });
+    });
   if (method == "security_group_rule.create") {
     auto r = parse_sg_rule_create(params);
     if (!r) return r.error();
     fill_id(r->second);
-    return m.add_sg_rule(r->first, r->second);
+    return change(m, [&] { return m.add_sg_rule(r->first, r->second); });
   }
   if (method == "security_group_rule.delete")
-    return with_id([&](const std::string& id) { return m.remove_sg_rule(id); });
+    return with_id(
+        [&](const std::string& id) { return change(m, [&] { return m.remove_sg_rule(id); }); });
   if (method == "tunnel.fdb.add") {
     auto f = parse_tunnel_fdb(params, true);
-    return f ? m.add_tunnel_fdb(f->network, f->entries) : Status(f.error());
+    return f ? change(m, [&] { return m.add_tunnel_fdb(f->network, f->entries); })
+             : Status(f.error());
   }
   if (method == "tunnel.fdb.delete") {
     auto f = parse_tunnel_fdb(params, false);
     if (!f) return f.error();
     std::vector<Mac> macs;
     for (const TunnelFdbEntry& e : f->entries) macs.push_back(e.mac);
-    return m.remove_tunnel_fdb(f->network, macs);
+    return change(m, [&] { return m.remove_tunnel_fdb(f->network, macs); });
   }
   if (method == "tunnel.flood.set") {
     auto f = parse_tunnel_flood(params);
-    return f ? m.set_tunnel_flood(f->network, f->vteps) : Status(f.error());
+    return f ? change(m, [&] { return m.set_tunnel_flood(f->network, f->vteps); })
+             : Status(f.error());
   }
   return ok();
 }
@@ -198,15 +220,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       strait::fuzz::check_error(req.error());
       continue;
     }
-    const json before = dump(model);
     Status st = apply(model, *req);
+    if (!st) strait::fuzz::check_error(st.error());
     if (verbose)
       std::fprintf(stderr, "%s: %s\n", req->method.c_str(),
                    st ? "ok" : (st.error().code + ": " + st.error().message).c_str());
-    if (!st) {
-      strait::fuzz::check_error(st.error());
-      STRAIT_FUZZ_CHECK(dump(model) == before);
-    }
   }
   STRAIT_FUZZ_CHECK(dump(restarted(model)) == dump(model));
   return 0;
