@@ -9,11 +9,13 @@
 
 #include "control/model.h"
 #include "tests/expect_refused.h"
+#include "tests/model_dump.h"
 
 namespace strait::ctl {
 namespace {
 
 using json = nlohmann::json;
+using test::dump;
 
 constexpr const char* kUuidA = "11111111-2222-3333-4444-555555555555";
 constexpr const char* kUuidB = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
@@ -62,23 +64,6 @@ PortUpdate update(json j) {
 
 IpPrefix prefix(const std::string& s) { return *parse_prefix(s); }
 
-// The model's whole observable state, groups included.
-json dump(const Model& m) {
-  json d = {{"ports", json::array()}, {"groups", json::array()}, {"members", json::object()}};
-  for (const auto& [id, p] : m.ports()) {
-    json j = to_json(p);
-    j["local_vlan"] = m.local_vlan(p.network);
-    d["ports"].push_back(j);
-  }
-  for (const auto& [id, g] : m.security_groups()) {
-    json j = to_json(g);
-    j["ports"] = m.ports_in_group(id);
-    d["groups"].push_back(j);
-  }
-  for (const auto& [g, prefixes] : m.group_members())
-    for (const IpPrefix& p : prefixes) d["members"][g].push_back(prefix_to_string(p));
-  return d;
-}
 
 class ModelGroups : public ::testing::Test {
  protected:

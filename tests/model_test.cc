@@ -11,12 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/expect_refused.h"
+#include "tests/model_dump.h"
 
 namespace strait::ctl {
 namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using test::dump;
 
 constexpr const char* kUuidA = "11111111-2222-3333-4444-555555555555";
 constexpr const char* kUuidB = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
@@ -62,18 +64,6 @@ PortSpec port_n(unsigned n, const std::string& net) {
   return port_spec(port_json(uuid_n(n), net, mac, json::array(), "net_null" + std::to_string(n)));
 }
 
-// The model's whole observable state.
-json dump(const Model& m) {
-  json d = {{"networks", json::array()}, {"ports", json::array()}, {"physnets", m.physnets()}};
-  for (const auto& [id, n] : m.networks()) {
-    json j = to_json(n);
-    j["local_vlan"] = m.local_vlan(id);
-    j["ports"] = m.ports_on(id);
-    d["networks"].push_back(j);
-  }
-  for (const auto& [id, p] : m.ports()) d["ports"].push_back(to_json(p));
-  return d;
-}
 
 // ---- parse_network ---------------------------------------------------------
 

@@ -25,11 +25,13 @@
 #include "control/model.h"
 #include "control/secgroup.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/model_dump.h"
 
 namespace {
 
 using namespace strait::ctl;
 using nlohmann::json;
+using strait::test::dump;
 
 constexpr int kMaxDepth = ApiServer::kMaxDepth;
 // straitd gives a rule created without an id a random UUID; here a counter
@@ -45,20 +47,6 @@ Model fresh_model() {
   return m;
 }
 
-// Everything a Model holds, comparable.
-json dump(const Model& m) {
-  json j = json::object();
-  for (const auto& [id, n] : m.networks()) {
-    j["networks"][id] = to_json(n);
-    j["networks"][id]["local_vlan"] = m.local_vlan(id);
-  }
-  for (const auto& [id, p] : m.ports()) j["ports"][id] = to_json(p);
-  for (const auto& [id, g] : m.security_groups()) j["groups"][id] = to_json(g);
-  for (const auto& [id, t] : m.tunnels()) j["tunnels"][id] = to_json(t);
-  for (const auto& [g, members] : m.group_members())
-    for (const IpPrefix& p : members) j["members"][g].push_back(prefix_to_string(p));
-  return j;
-}
 
 // The model as straitd restores it after a restart (Switch::restore), from
 // rows as the store writes them (to_json) and reads them (parse_*).
