@@ -195,7 +195,7 @@ Result<ApiRequest> decode_request(std::string_view line, int max_depth, json* id
   if (req.is_discarded()) return invalid("request: not valid JSON");
   if (!req.is_object()) return invalid("request: must be a JSON object");
   if (!req.contains("method") || !req["method"].is_string()) return invalid("method: required string");
-  ApiRequest r{*id, req["method"].get<std::string>(),
+  ApiRequest r{req["method"].get<std::string>(),
                req.contains("params") ? std::move(req["params"]) : json::object()};
   if (!r.params.is_object()) return invalid("params: must be an object");
   return r;

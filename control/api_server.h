@@ -23,16 +23,16 @@
 
 namespace strait::ctl {
 
-// One request line, decoded: {"id"?, "method", "params"?}.
+// One request line, decoded: {"id"?, "method", "params"?}; the id goes to
+// decode_request's *id, accepted or not.
 struct ApiRequest {
-  nlohmann::json id;      // null when the line has none
   std::string method;
   nlohmann::json params;  // an object ({} when absent)
 };
 // invalid_argument for a line that is not such a request (too deeply
-// nested, not JSON, no method, params not an object); *id is then the
-// line's id when it has one, so the refusal can carry it. Pure: the API
-// fuzz target (tests/fuzz/api_fuzz.cc) runs the same code.
+// nested, not JSON, no method, params not an object). Either way *id is
+// the line's id once it parsed (else null), so the reply can carry it.
+// Pure: the API fuzz target (tests/fuzz/api_fuzz.cc) runs the same code.
 Result<ApiRequest> decode_request(std::string_view line, int max_depth, nlohmann::json* id);
 
 class ApiServer {
