@@ -3,6 +3,7 @@
 // scapy, outputs read back and checked field by field.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <sstream>
@@ -396,31 +397,54 @@ TEST_F(SwitchTest, UnbindIsLiveWhenTheCallReturns) {
   RingPort& a = bind(1, "n1", kMacA);
   RingPort& b = bind(2, "n1", kMacB);
   RingPort& c = bind(3, "n1", kMacC);
-  // Frames carry a sequence number in the IPv4 id field.
-  std::vector<Frame> frames = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-                                    "')/IP(id=i)/UDP() for i in range(1, 4001)]");
-  std::atomic<int> sent{0};
+  // One frame A -> B; each copy carries its sequence number (from 1) in the
+  // first four bytes of the UDP payload.
+  const Frame base = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
+                           "')/IP()/UDP(chksum=0)/Raw(b'\\0\\0\\0\\0')]")
+                         .at(0);
+  constexpr size_t kSeqAt = 42;
+  auto seq_of = [](const Frame& f) {
+    return uint32_t(f[kSeqAt]) << 24 | uint32_t(f[kSeqAt + 1]) << 16 |
+           uint32_t(f[kSeqAt + 2]) << 8 | f[kSeqAt + 3];
+  };
+  // The sender runs until the unbind has returned and 500 frames more, however
+  // long the unbind takes, and drains B and C as it goes so no ring fills.
+  constexpr uint32_t kAfter = 500;
+  std::atomic<uint32_t> sent{0};
+  std::atomic<uint32_t> stop_after{0};  // 0: unbind not yet returned
+  std::vector<Frame> at_b, at_c;
   std::thread sender([&] {
-    for (size_t i = 0; i < frames.size(); i++) {
-      a.send({frames[i]});
-      sent.store(static_cast<int>(i + 1), std::memory_order_release);
-      if (i % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    Frame f = base;
+    for (uint32_t seq = 1;; seq++) {
+      const uint32_t last = stop_after.load(std::memory_order_acquire);
+      if (last != 0 && seq > last) break;
+      f[kSeqAt] = uint8_t(seq >> 24), f[kSeqAt + 1] = uint8_t(seq >> 16);
+      f[kSeqAt + 2] = uint8_t(seq >> 8), f[kSeqAt + 3] = uint8_t(seq);
+      a.send({f});
+      sent.store(seq, std::memory_order_release);
+      if (seq % 64 == 0) {
+        for (Frame& g : b.take()) at_b.push_back(std::move(g));
+        for (Frame& g : c.take()) at_c.push_back(std::move(g));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     }
   });
   while (sent.load() < 500) std::this_thread::yield();
   h_->ok("port.unbind", {{"id", uuid(2)}});
-  const int returned_at = sent.load(std::memory_order_acquire);
+  const uint32_t returned_at = sent.load(std::memory_order_acquire);
+  stop_after.store(returned_at + kAfter, std::memory_order_release);
   sender.join();
-  auto at_b = b.take();
+  const size_t total = returned_at + kAfter;
+  for (Frame& g : b.take()) at_b.push_back(std::move(g));
   ASSERT_FALSE(at_b.empty());
-  for (const Frame& f : at_b) {
-    const int seq = f[18] << 8 | f[19];
-    EXPECT_LE(seq, returned_at) << "frame sent after unbind returned reached the unbound port";
-  }
-  // The rest flooded to C as unknown unicast.
-  auto at_c = c.wait_for(frames.size() - at_b.size(), std::chrono::seconds(5));
-  EXPECT_GT(at_c.size(), 0u);
-  EXPECT_EQ(at_b.size() + at_c.size(), frames.size());
+  for (const Frame& f : at_b)
+    EXPECT_LE(seq_of(f), returned_at) << "frame sent after unbind returned reached the unbound port";
+  // The rest flooded to C as unknown unicast, those sent after the return included.
+  for (Frame& g : c.wait_for(total - at_b.size() - at_c.size(), std::chrono::seconds(5)))
+    at_c.push_back(std::move(g));
+  EXPECT_TRUE(std::any_of(at_c.begin(), at_c.end(),
+                          [&](const Frame& f) { return seq_of(f) > returned_at; }));
+  EXPECT_EQ(at_b.size() + at_c.size(), total);
 }
 
 // A restarted switch rebuilds every network and binding from its store with
