@@ -8,7 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
-#include "control/model.h"
+#include "control/model/model.h"
 
 namespace {
 

@@ -18,17 +18,17 @@
 #include <rte_errno.h>
 #include <spdlog/spdlog.h>
 
-#include "control/api_server.h"
-#include "control/config.h"
-#include "control/dpdk_log.h"
-#include "control/eal_interrupts.h"
-#include "control/event_loop.h"
-#include "control/libvirt_watcher.h"
-#include "control/metrics.h"
-#include "control/privileges.h"
-#include "control/state_dir.h"
-#include "control/switch.h"
-#include "control/telemetry.h"
+#include "control/api/api_server.h"
+#include "control/daemon/config.h"
+#include "control/daemon/dpdk_log.h"
+#include "control/daemon/event_loop.h"
+#include "control/daemon/privileges.h"
+#include "control/daemon/state_dir.h"
+#include "control/devices/eal_interrupts.h"
+#include "control/lifecycle/libvirt_watcher.h"
+#include "control/ops/metrics.h"
+#include "control/ops/telemetry.h"
+#include "control/switch/switch.h"
 #include "vhost/vhost_port.h"
 
 namespace {
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
             eal_failure_reason(rte_errno).c_str());
     return 1;
   }
-  // dpdk-telemetry.py's /strait/* commands and dpdk-dumpcap (control/telemetry.h).
+  // dpdk-telemetry.py's /strait/* commands and dpdk-dumpcap (control/ops/telemetry.h).
   if (auto st = strait::ctl::telemetry_init(); !st) {
     fprintf(stderr, "straitd: %s\n", st.error().message.c_str());
     return 1;

@@ -1,5 +1,5 @@
 #pragma once
-// Capture of vhost-user ports by DPDK's tools (control/capture_dev.h): a
+// Capture of vhost-user ports by DPDK's tools (control/devices/capture_dev.h): a
 // worker runs the callback lists of the port's stand-in ethdev over the
 // port's bursts exactly where rte_eth_rx_burst / rte_eth_tx_burst run an
 // ethdev's, so rte_pdump's callbacks (dpdk-dumpcap) see them. The caller

@@ -1,11 +1,12 @@
 #pragma once
-// Control-plane results: a value or an error a user can act on (BESS's
-// CommandFailure). Codes are stable strings, shown in API replies.
+// Results: a value or an error a user can act on (BESS's CommandFailure).
+// Codes are stable strings, shown in API replies. Plain C++ in the bottom
+// layer, so vhost/ and control/ report errors the same way.
 #include <string>
 #include <utility>
 #include <variant>
 
-namespace strait::ctl {
+namespace strait {
 
 struct Error {
   std::string code;     // invalid_argument, not_found, already_exists, conflict,
@@ -19,6 +20,7 @@ inline Error not_found(std::string msg) { return {"not_found", std::move(msg)}; 
 inline Error exists(std::string msg) { return {"already_exists", std::move(msg)}; }
 inline Error conflict(std::string msg) { return {"conflict", std::move(msg)}; }
 inline Error exhausted(std::string msg) { return {"resource_exhausted", std::move(msg)}; }
+inline Error device_error(std::string msg) { return {"device_error", std::move(msg)}; }
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -41,4 +43,4 @@ struct Ok {};
 using Status = Result<Ok>;
 inline Status ok() { return Ok{}; }
 
-}  // namespace strait::ctl
+}  // namespace strait

@@ -49,7 +49,7 @@ struct SgPrefix {
 
 inline constexpr uint16_t kSgNoSet = 0xffff;
 
-// One normalised rule: the compiler's input (control/secgroup.h makes these
+// One normalised rule: the compiler's input (control/model/secgroup.h makes these
 // from neutron rules).
 struct SgRule {
   SgDirection direction = SgDirection::kIngress;

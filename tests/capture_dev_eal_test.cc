@@ -12,6 +12,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -78,11 +79,11 @@ class CaptureTest : public ::testing::Test {
     h_->ok("port.bind", b);
     sock_ = cfg.vhost_socket_dir + "/vhu" + uuid(1).substr(0, 11);
     bind_a();
-    auto frames = scapy(
-        "[Ether(src='02:00:00:00:00:0a', dst='02:00:00:00:00:0b')/IP()/UDP(sport=1, dport=i)"
-        "/('a'*40) for i in range(6)] + "
-        "[Ether(src='02:00:00:00:00:0b', dst='02:00:00:00:00:0a')/IP()/UDP(sport=2, dport=i)"
-        "/('b'*40) for i in range(4)]");
+    std::vector<Frame> frames;
+    for (uint16_t i = 0; i < 6; i++)
+      frames.push_back(Eth("02:00:00:00:00:0a", "02:00:00:00:00:0b").ipv4().udp(1, i).fill('a', 40));
+    for (uint16_t i = 0; i < 4; i++)
+      frames.push_back(Eth("02:00:00:00:00:0b", "02:00:00:00:00:0a").ipv4().udp(2, i).fill('b', 40));
     ASSERT_EQ(frames.size(), 10u);
     a_to_b_.assign(frames.begin(), frames.begin() + 6);
     b_to_a_.assign(frames.begin() + 6, frames.end());

@@ -1,6 +1,6 @@
 // straitd's config file: every key, its defaults, and an error naming the key
 // path for every way a value can be wrong.
-#include "control/config.h"
+#include "control/daemon/config.h"
 
 #include <gmock/gmock.h>
 #include <grp.h>

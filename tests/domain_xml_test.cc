@@ -3,7 +3,7 @@
 // interfaces one by one, refusing what is not a domain, never crashing on
 // garbage; and matching an interface to its bound port by path, target dev
 // or MAC, with every conflict refused.
-#include "control/domain_xml.h"
+#include "control/lifecycle/domain_xml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// DPDK's log lines reach straitd's logger (control/dpdk_log.h): same format
+// DPDK's log lines reach straitd's logger (control/daemon/dpdk_log.h): same format
 // and stream as straitd's own messages, level kept, no syslog.
-#include "control/dpdk_log.h"
+#include "control/daemon/dpdk_log.h"
 
 #include <gtest/gtest.h>
 #include <rte_log.h>

@@ -1,5 +1,5 @@
 // EventLog: numbered events, a bounded backlog, replay of what a subscriber missed.
-#include "control/event_log.h"
+#include "control/ops/event_log.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// rte_flow offload of the physnet NICs (control/flow_offload.h): the rule
+// rte_flow offload of the physnet NICs (control/devices/flow_offload.h): the rule
 // logic against a stand-in NIC, then a Switch whose physnet is a net_tap (TC
 // flower rules the kernel shows with `tc filter show`) or a net_ring (no
 // rte_flow: everything stays with software).
@@ -17,8 +17,9 @@
 #include <gtest/gtest.h>
 #include <rte_flow.h>
 
-#include "control/flow_offload.h"
-#include "control/metrics.h"
+#include "control/devices/flow_offload.h"
+#include "control/ops/metrics.h"
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -381,9 +382,8 @@ TEST_F(TapOffloadTest, UnmappedVlanDroppedBeforeTheWorkers) {
   vlan_network("n100", 100);
   RingPort& a = bind(1, "n100", kMacA);
   const uint64_t before = h_->drops("unknown_vlan");
-  kernel_send(kIface, scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
-                            "')/Dot1Q(vlan=101)/IP()/UDP()/('z'*20), Ether(src='" + kRemote +
-                            "', dst='" + kMacA + "')/Dot1Q(vlan=100)/IP()/UDP()/('z'*20)]"));
+  kernel_send(kIface, {Eth(kRemote, kMacA).vlan(101).ipv4().udp().fill('z', 20),
+                       Eth(kRemote, kMacA).vlan(100).ipv4().udp().fill('z', 20)});
   auto got = a.wait_for(1);
   ASSERT_EQ(got.size(), 1u);  // VLAN 100's frame, untagged
   EXPECT_EQ(got[0][12], 0x08);
@@ -399,8 +399,7 @@ TEST_F(TapOffloadTest, RestartKeepsForwarding) {
   h_->ok("physnet.restart", {{"name", "physnet1"}});
   const json show = h_->sw().show();
   for (const json& p : show["physnets"]) EXPECT_EQ(p["state"], "up");
-  kernel_send(kIface, scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
-                            "')/Dot1Q(vlan=100)/IP()/UDP()/('z'*20)]"));
+  kernel_send(kIface, {Eth(kRemote, kMacA).vlan(100).ipv4().udp().fill('z', 20)});
   EXPECT_EQ(a.wait_for(1).size(), 1u);
 }
 
@@ -430,16 +429,13 @@ TEST(RingOffload, NoRteFlowLeavesItToSoftware) {
   EXPECT_NE(metrics.find("strait_physnet_flow_offload_rules{physnet=\"physnet1\",state=\"software\"} 2\n"),
             std::string::npos);
   // Software does what the NIC would have.
-  phys.send(scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
-                  "')/Dot1Q(vlan=101)/IP()/UDP(), Ether(src='" + kRemote + "', dst='" + kMacA +
-                  "')/Dot1Q(vlan=100)/IP()/UDP()]"));
+  phys.send({Eth(kRemote, kMacA).vlan(101).ipv4().udp(), Eth(kRemote, kMacA).vlan(100).ipv4().udp()});
   EXPECT_EQ(a.wait_for(1).size(), 1u);
   h.pump(std::chrono::milliseconds(20));
   EXPECT_EQ(h.drops("unknown_vlan"), 1u);
   // A restart of a NIC without rte_flow works the same.
   h.ok("physnet.restart", {{"name", "physnet1"}});
-  phys.send(scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
-                  "')/Dot1Q(vlan=100)/IP()/UDP()]"));
+  phys.send({Eth(kRemote, kMacA).vlan(100).ipv4().udp()});
   EXPECT_EQ(a.wait_for(1).size(), 1u);
 }
 

@@ -1,13 +1,13 @@
-// The frame of a `trace` request (control/frame_spec.h): what it refuses,
+// The frame of a `trace` request (control/api/frame_spec.h): what it refuses,
 // and that the refusal can be sent as a JSON reply.
-#include "control/frame_spec.h"
+#include "control/api/frame_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "control/api_reply.h"
+#include "control/api/api_reply.h"
 
 namespace strait::ctl {
 namespace {

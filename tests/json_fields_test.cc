@@ -1,5 +1,5 @@
 // json_fields: the pieces every request parser uses to read and quote what a client sent.
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 #include <gtest/gtest.h>
 

@@ -23,8 +23,9 @@
 #include <rte_cycles.h>
 #include <rte_launch.h>
 
-#include "control/api_server.h"
-#include "control/event_loop.h"
+#include "control/api/api_server.h"
+#include "control/daemon/event_loop.h"
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -207,16 +208,15 @@ TEST(LessonsF12, BurstOfBindsAndRuleChangesOverSeveralConnectionsEndsInTheFinalS
   // (g0, g1) allow now; the rest are dropped as sg_ingress_denied.
   std::set<int> allowed = rules["g0"];
   allowed.insert(rules["g1"].begin(), rules["g1"].end());
-  std::string exprs = "[";
+  std::vector<Frame> frames;
   std::vector<int> dports;
   for (int c = 0; c < kConns; c++)
     for (int j = 0; j < kPerConn; j++) {
       dports.push_back(2000 + 100 * c + j);
-      exprs += std::string("Ether(src='") + kMacA + "', dst='" + kMacB +
-               "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=999, dport=" +
-               std::to_string(dports.back()) + "),";
+      frames.push_back(
+          Eth(kMacA, kMacB).ipv4("10.0.0.1", "10.0.0.2").udp(999, uint16_t(dports.back())));
     }
-  a.send(scapy(exprs + "]"));
+  a.send(frames);
   auto got = b.wait_for(allowed.size());
   h.pump(std::chrono::milliseconds(200));
   for (auto& f : b.take()) got.push_back(std::move(f));
@@ -445,8 +445,8 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
   pb["fixed_ips"] = {"10.0.0.2"};
   pb["security_groups"] = {"g"};
   h.ok("port.bind", {{"ports", {pa, pb}}});
-  auto frames = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-                      "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=999, dport=5000)/('x'*64)]");
+  const std::vector<Frame> frames = {
+      Eth(kMacA, kMacB).ipv4("10.0.0.1", "10.0.0.2").udp(999, 5000).fill('x', 64)};
   ASSERT_EQ(frames.size(), 1u);
 
   Traffic traffic(a, b, frames[0]);

@@ -1,7 +1,7 @@
 // The libvirt event implementation on EventLoop, and LibvirtWatcher against
 // libvirt's in-process test driver (no daemon): listing, lifecycle events,
 // retrying with backoff until a connection can be made.
-#include "control/libvirt_watcher.h"
+#include "control/lifecycle/libvirt_watcher.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "control/event_loop.h"
-#include "control/libvirt_events.h"
+#include "control/daemon/event_loop.h"
+#include "control/lifecycle/libvirt_events.h"
 
 namespace strait::ctl {
 namespace {

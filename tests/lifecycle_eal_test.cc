@@ -19,8 +19,9 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
-#include "control/event_loop.h"
-#include "control/libvirt_watcher.h"
+#include "control/daemon/event_loop.h"
+#include "control/lifecycle/libvirt_watcher.h"
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -64,12 +65,9 @@ class LifecycleTest : public ::testing::Test {
                          {"attach", {{"type", "vhost"}, {"path", sock_}, {"mode", "server"}}}});
     // The frames every check sends: UDP to 53 (allowed), 54 and 123 (denied
     // until a rule lets them out).
-    std::string exprs = "[";
-    for (int dport : {53, 54, 123})
-      exprs += std::string("Ether(src='") + kMacA + "', dst='" + kMacB +
-               "')/IP(src='192.0.2.1', dst='192.0.2.2')/UDP(sport=4000, dport=" +
-               std::to_string(dport) + ")/('x'*40),";
-    auto frames = scapy(exprs + "]");
+    std::vector<Frame> frames;
+    for (uint16_t dport : {53, 54, 123})
+      frames.push_back(Eth(kMacA, kMacB).ipv4("192.0.2.1", "192.0.2.2").udp(4000, dport).fill('x', 40));
     ASSERT_EQ(frames.size(), 3u);
     for (int i = 0; i < 3; i++) udp_[i] = std::move(frames[i]);
     take_events();

@@ -1,6 +1,6 @@
 // The Prometheus exposition rendered from `stats` and `show` replies: names,
 // labels, escaping, and every family's HELP and TYPE before its samples.
-#include "control/metrics.h"
+#include "control/ops/metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -5,9 +5,9 @@
 // ports, tunnel state, remote-group member addresses and physnets.
 #include <nlohmann/json.hpp>
 
-#include "control/model.h"
-#include "control/net_addr.h"
-#include "control/secgroup.h"
+#include "control/model/model.h"
+#include "control/model/net_addr.h"
+#include "control/model/secgroup.h"
 
 namespace strait::test {
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "control/model.h"
+#include "control/model/model.h"
 #include "tests/expect_refused.h"
 #include "tests/model_dump.h"
 

@@ -1,7 +1,7 @@
 // The desired-state model: field validation of API params (parse_network,
 // parse_port) and the relational rules of Model. Every refusal is checked to
 // change nothing, by comparing the whole model before and after.
-#include "control/model.h"
+#include "control/model/model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

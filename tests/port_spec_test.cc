@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "control/model.h"
+#include "control/model/model.h"
 #include "tests/expect_refused.h"
 
 namespace strait::ctl {

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/publisher.h"
+#include "control/switch/publisher.h"
 
 namespace strait::ctl {
 namespace {

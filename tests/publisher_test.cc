@@ -1,6 +1,6 @@
 // Publisher: snapshots are freed, and callbacks run, only after every
 // worker has reported quiescence since the publish.
-#include "control/publisher.h"
+#include "control/switch/publisher.h"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "control/rxq_balance.h"
+#include "control/ops/rxq_balance.h"
 
 #include <gtest/gtest.h>
 

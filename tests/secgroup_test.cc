@@ -4,7 +4,7 @@
 // and packets (the compiled side is evaluated as the dataplane defines it,
 // without rte_acl: tests/sg_classifier_diff_eal_test.cc checks rte_acl
 // against that same definition).
-#include "control/secgroup.h"
+#include "control/model/secgroup.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The snapshot builder, and the pipeline's decisions on what it builds.
-#include "control/snapshot_builder.h"
+#include "control/switch/snapshot_builder.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // The state directory: one holder at a time, owner-only, and a shared
 // directory is never chmod-ed.
-#include "control/state_dir.h"
+#include "control/daemon/state_dir.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -3,7 +3,7 @@
 // (recorded physnets and VTEP) upgrades happen in place, a database of a
 // newer schema, an empty file and another program's SQLite file are refused
 // and left alone, and the files are owner-only.
-#include "control/store.h"
+#include "control/model/store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

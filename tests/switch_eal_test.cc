@@ -1,11 +1,14 @@
 // The forwarding core through real DPDK devices: a Switch with its worker
 // lcores, net_ring ethdevs as VM NICs and as the physnet NIC, frames made by
-// scapy, outputs read back and checked field by field.
+// tests/frame_builder.h, outputs read back and checked field by field.
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <functional>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -14,6 +17,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -74,8 +78,8 @@ TEST_F(SwitchTest, VmToPhysnetIsTaggedWithSegmentationId) {
   h_->ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                             {"segmentation_id", 100}});
   RingPort& a = bind(1, "n1", kMacA);
-  auto sent = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote +
-                    "')/IP(src='10.0.0.1', dst='10.0.0.9')/UDP(sport=1234, dport=80)/('x'*40)]");
+  const std::vector<Frame> sent = {
+      Eth(kMacA, kRemote).ipv4("10.0.0.1", "10.0.0.9").udp(1234, 80).fill('x', 40)};
   a.send(sent);
   auto got = phys_->wait_for(1);
   ASSERT_EQ(got.size(), 1u);
@@ -91,8 +95,8 @@ TEST_F(SwitchTest, PhysnetToVmArrivesUntagged) {
   h_->ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                             {"segmentation_id", 100}});
   RingPort& a = bind(1, "n1", kMacA);
-  auto sent = scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
-                    "')/Dot1Q(vlan=100, prio=3)/IP(src='10.0.0.9', dst='10.0.0.1')/UDP()/('y'*30)]");
+  const std::vector<Frame> sent = {
+      Eth(kRemote, kMacA).vlan(100, 3).ipv4("10.0.0.9", "10.0.0.1").udp().fill('y', 30)};
   phys_->send(sent);
   auto got = a.wait_for(1);
   ASSERT_EQ(got.size(), 1u);
@@ -104,11 +108,11 @@ TEST_F(SwitchTest, PhysnetToVmArrivesUntagged) {
 TEST_F(SwitchTest, FlatNetworkIsUntaggedBothWays) {
   h_->ok("network.create", {{"id", "flat"}, {"type", "flat"}, {"physnet", "physnet1"}});
   RingPort& a = bind(1, "flat", kMacA);
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP()/UDP()]"));
+  a.send({Eth(kMacA, kRemote).ipv4().udp()});
   auto out = phys_->wait_for(1);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(ethertype(out[0]), 0x0800);
-  phys_->send(scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA + "')/IP()/UDP()]"));
+  phys_->send({Eth(kRemote, kMacA).ipv4().udp()});
   auto in = a.wait_for(1);
   ASSERT_EQ(in.size(), 1u);
   EXPECT_EQ(ethertype(in[0]), 0x0800);
@@ -118,9 +122,7 @@ TEST_F(SwitchTest, UnknownVlanFromPhysnetDropped) {
   h_->ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                             {"segmentation_id", 100}});
   RingPort& a = bind(1, "n1", kMacA);
-  phys_->send(scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kMacA +
-                    "')/Dot1Q(vlan=101)/IP()/UDP(), Ether(src='" + kRemote + "', dst='" + kMacA +
-                    "')/Dot1Q(vlan=100)/IP()/UDP()]"));
+  phys_->send({Eth(kRemote, kMacA).vlan(101).ipv4().udp(), Eth(kRemote, kMacA).vlan(100).ipv4().udp()});
   auto got = a.wait_for(1);
   ASSERT_EQ(got.size(), 1u);  // only the frame of VLAN 100
   h_->pump(std::chrono::milliseconds(20));
@@ -133,10 +135,8 @@ TEST_F(SwitchTest, TaggedFrameFromAccessPortDropped) {
   RingPort& a = bind(1, "n1", kMacA);
   RingPort& b = bind(2, "n1", kMacB);
   // A double tag (802.1ad + 802.1Q) must not escape either.
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-               "')/Dot1Q(vlan=5)/IP()/UDP(), Ether(src='" + kMacA + "', dst='" + kMacB +
-               "', type=0x88a8)/Dot1Q(vlan=7)/Dot1Q(vlan=8)/IP()/UDP(), Ether(src='" + kMacA +
-               "', dst='" + kMacB + "')/IP()/UDP()]"));
+  a.send({Eth(kMacA, kMacB).vlan(5).ipv4().udp(),
+          Eth(kMacA, kMacB).vlan(7, 0, 0x88a8).vlan(8).ipv4().udp(), Eth(kMacA, kMacB).ipv4().udp()});
   auto got = b.wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(ethertype(got[0]), 0x0800);
@@ -150,8 +150,7 @@ TEST_F(SwitchTest, FloodStaysInsideNetwork) {
   RingPort& a = bind(1, "n1", kMacA);
   RingPort& b = bind(2, "n1", kMacB);
   RingPort& c = bind(3, "n2", kMacC);
-  a.send(scapy(std::string("[Ether(src='") + kMacA +
-               "', dst='ff:ff:ff:ff:ff:ff')/ARP(psrc='10.0.0.1', pdst='10.0.0.2')]"));
+  a.send({Eth(kMacA, "ff:ff:ff:ff:ff:ff").arp(1, "10.0.0.1", "10.0.0.2")});
   ASSERT_EQ(b.wait_for(1).size(), 1u);
   // The flood was one burst: had it leaked, C and the physnet have it now.
   EXPECT_TRUE(c.take().empty());
@@ -166,9 +165,8 @@ TEST_F(SwitchTest, SameMacsInTwoNetworksStayIsolated) {
   RingPort& b1 = bind(2, "n1", kMacB);
   RingPort& a2 = bind(3, "n2", kMacA);
   RingPort& b2 = bind(4, "n2", kMacB);
-  auto to_b = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-                    "')/IP(src='10.0.0.1')/UDP(dport=1), Ether(src='" + kMacA + "', dst='" +
-                    kMacB + "')/IP(src='10.0.0.2')/UDP(dport=2)]");
+  const std::vector<Frame> to_b = {Eth(kMacA, kMacB).ipv4("10.0.0.1").udp(53, 1),
+                                   Eth(kMacA, kMacB).ipv4("10.0.0.2").udp(53, 2)};
   a1.send({to_b[0]});
   a2.send({to_b[1]});
   auto g1 = b1.wait_for(1), g2 = b2.wait_for(1);
@@ -187,14 +185,13 @@ TEST_F(SwitchTest, PhysnetSourceMacIsLearnedAndUnicastStopsFlooding) {
                             {"segmentation_id", 100}});
   RingPort& a = bind(1, "n1", kMacA);
   RingPort& b = bind(2, "n1", kMacB);
-  auto to_remote = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP()/UDP()]");
+  const std::vector<Frame> to_remote = {Eth(kMacA, kRemote).ipv4().udp()};
   // Unknown yet: flooded to B and the physnet.
   a.send(to_remote);
   ASSERT_EQ(phys_->wait_for(1).size(), 1u);
   ASSERT_EQ(b.wait_for(1).size(), 1u);
   // The remote host speaks: its MAC is learned behind the physnet.
-  phys_->send(scapy(std::string("[Ether(src='") + kRemote +
-                    "', dst='ff:ff:ff:ff:ff:ff')/Dot1Q(vlan=100)/ARP()]"));
+  phys_->send({Eth(kRemote, "ff:ff:ff:ff:ff:ff").vlan(100).arp()});
   ASSERT_EQ(a.wait_for(1).size(), 1u);
   ASSERT_EQ(b.wait_for(1).size(), 1u);
   h_->pump(std::chrono::milliseconds(50));
@@ -217,8 +214,8 @@ TEST(SwitchAging, LearnedMacAgesOutAndFloodingResumes) {
   h.ok("network.create", {{"id", "n1"}, {"type", "flat"}, {"physnet", "physnet1"}});
   h.ok("port.bind", port_params(uuid(41), "n1", kMacA, a.name()));
   h.ok("port.bind", port_params(uuid(42), "n1", kMacB, b.name()));
-  auto from_remote = scapy(std::string("[Ether(src='") + kRemote + "', dst='ff:ff:ff:ff:ff:ff')/ARP()]");
-  auto to_remote = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP()/UDP()]");
+  const std::vector<Frame> from_remote = {Eth(kRemote, "ff:ff:ff:ff:ff:ff").arp()};
+  const std::vector<Frame> to_remote = {Eth(kMacA, kRemote).ipv4().udp()};
   phys.send(from_remote);
   ASSERT_EQ(b.wait_for(1).size(), 1u);
   a.take();
@@ -245,9 +242,7 @@ TEST_F(SwitchTest, FramesAboveNetworkMtuDropped) {
   RingPort& a = bind(1, "n1", kMacA);
   RingPort& b = bind(2, "n1", kMacB);
   // IP total length 1000 fits; 1001 does not.
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-               "')/IP()/UDP()/('a'*972), Ether(src='" + kMacA + "', dst='" + kMacB +
-               "')/IP()/UDP()/('a'*973)]"));
+  a.send({Eth(kMacA, kMacB).ipv4().udp().fill('a', 972), Eth(kMacA, kMacB).ipv4().udp().fill('a', 973)});
   auto got = b.wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].size(), 1014u);
@@ -310,7 +305,7 @@ TEST_F(SwitchTest, BulkBindIsAllOrNothing) {
   for (const json& p : r["ports"]) EXPECT_EQ(p["state"], "up") << p.dump();
   EXPECT_EQ(h_->ok("show")["generation"], before["generation"].get<uint64_t>() + 1);
   EXPECT_NE(r["ports"][0]["local_vlan"], r["ports"][2]["local_vlan"]);
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB + "')/IP()/UDP()]"));
+  a.send({Eth(kMacA, kMacB).ipv4().udp()});
   EXPECT_EQ(b.wait_for(1).size(), 1u);
 }
 
@@ -399,9 +394,8 @@ TEST_F(SwitchTest, UnbindIsLiveWhenTheCallReturns) {
   RingPort& c = bind(3, "n1", kMacC);
   // One frame A -> B; each copy carries its sequence number (from 1) in the
   // first four bytes of the UDP payload.
-  const Frame base = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-                           "')/IP()/UDP(chksum=0)/Raw(b'\\0\\0\\0\\0')]")
-                         .at(0);
+  Frame base = Eth(kMacA, kMacB).ipv4().udp().fill('\0', 4);
+  base[40] = base[41] = 0;  // no UDP checksum: the sequence number changes per copy
   constexpr size_t kSeqAt = 42;
   auto seq_of = [](const Frame& f) {
     return uint32_t(f[kSeqAt]) << 24 | uint32_t(f[kSeqAt + 1]) << 16 |
@@ -476,7 +470,7 @@ TEST(SwitchRestart, RestartRestoresBindingsAndLocalVlansF4F11) {
     EXPECT_EQ(after["ports"][i]["local_vlan"], 2);
     EXPECT_EQ(after["ports"][i]["state"], "up");
   }
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB + "')/IP()/UDP()]"));
+  a.send({Eth(kMacA, kMacB).ipv4().udp()});
   EXPECT_EQ(b.wait_for(1).size(), 1u);
 }
 
@@ -579,7 +573,7 @@ TEST(SwitchRestart, ChangedPhysnetDeviceIsAcceptedWithAWarning) {
   EXPECT_EQ(after["networks"], before["networks"]);
   EXPECT_EQ(after["recorded_config"]["physnets"], json({{"physnet1", "net_ring_cdnew"}}));
   // Frames of the network leave by the new device, tagged.
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP()/UDP()]"));
+  a.send({Eth(kMacA, kRemote).ipv4().udp()});
   auto out = phys2.wait_for(1);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(vlan_id(out[0]), 100);
@@ -601,14 +595,62 @@ TEST(SwitchMultiWorker, TwoWorkersShareOneTxQueue) {
   ASSERT_EQ(show["workers"].size(), 2u);
   // The two VM ports' queues went to different workers.
   EXPECT_EQ(show["workers"][0]["rx_queues"].size() + show["workers"][1]["rx_queues"].size(), 3u);
-  auto fa = scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kRemote + "')/IP(id=i)/UDP() for i in range(1000)]");
-  auto fb = scapy(std::string("[Ether(src='") + kMacB + "', dst='" + kRemote + "')/IP(id=i)/UDP() for i in range(1000)]");
+  std::vector<Frame> fa, fb;
+  for (uint16_t i = 0; i < 1000; i++) {
+    fa.push_back(Eth(kMacA, kRemote).ipv4("127.0.0.1", "127.0.0.1", i).udp());
+    fb.push_back(Eth(kMacB, kRemote).ipv4("127.0.0.1", "127.0.0.1", i).udp());
+  }
   std::thread ta([&] { a.send(fa); });
   b.send(fb);
   ta.join();
   auto got = phys.wait_for(2000, std::chrono::seconds(10));
   EXPECT_EQ(got.size(), 2000u);
   h.reset();
+}
+
+// The API is one table: every method in it is in docs/api.md's method
+// table, once, and every method documented there is in it (events.subscribe
+// is the API server's own).
+TEST(SwitchApi, MethodTableMatchesTheDocumentation) {
+  std::ifstream doc(std::string(STRAIT_SOURCE_DIR) + "/docs/api.md");
+  ASSERT_TRUE(doc.good());
+  std::set<std::string> documented;
+  std::string line;
+  bool in_methods = false;
+  const std::regex name("`(\\.?[a-z_.]+)`");
+  while (std::getline(doc, line)) {
+    if (line.rfind("## ", 0) == 0) in_methods = line == "## Methods";
+    if (!in_methods || line.rfind("| `", 0) != 0) continue;
+    const std::string cell = line.substr(2, line.find(" |", 2) - 2);  // "`a` / `.b` (bulk)"
+    std::string last;
+    for (std::sregex_iterator it(cell.begin(), cell.end(), name), end; it != end; ++it) {
+      std::string m = (*it)[1];
+      if (m[0] == '.') m = last.substr(0, last.rfind('.')) + m;  // `security_group.list` / `.show`
+      documented.insert(m);
+      last = m;
+    }
+  }
+  documented.erase("events.subscribe");
+  std::set<std::string> table;
+  for (const ctl::Switch::Method& m : ctl::Switch::methods())
+    EXPECT_TRUE(table.insert(m.name).second) << m.name << " is in the table twice";
+  EXPECT_GE(table.size(), 20u);
+  EXPECT_EQ(table, documented);
+}
+
+// A change is logged with its outcome, once it is live; queries are not.
+TEST_F(SwitchTest, ChangesAreLoggedWhenDone) {
+  const std::string log = logged_during([&] {
+    h_->ok("network.create", {{"id", "n1"}, {"type", "local"}});
+    EXPECT_FALSE(h_->call("network.create", {{"id", "n1"}, {"type", "local"}})["ok"].get<bool>());
+    h_->ok("network.list");
+    h_->ok("network.delete", {{"id", "n1"}});
+  });
+  EXPECT_THAT(log, testing::HasSubstr("API network.create n1: done"));
+  EXPECT_THAT(log, testing::HasSubstr("API network.delete n1: done"));
+  EXPECT_THAT(log, testing::Not(testing::HasSubstr("network.list")));
+  const auto first = log.find("network.create");
+  EXPECT_EQ(log.find("network.create", first + 1), std::string::npos) << "the refusal is not logged at info";
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "control/switch.h"
+#include "control/switch/switch.h"
 #include "tests/test_util.h"
 
 namespace strait::test {

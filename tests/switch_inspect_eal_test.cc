@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -153,8 +154,7 @@ TEST_F(TraceTest, BroadcastArpFloods) {
 
 TEST_F(TraceTest, ToLearnedPhysnetMacIsTagged) {
   // The remote host speaks first: learned behind the physnet.
-  rings_["phys"]->send(scapy(std::string("[Ether(src='") + kRemote +
-                             "', dst='ff:ff:ff:ff:ff:ff')/Dot1Q(vlan=100)/ARP()]"));
+  rings_["phys"]->send({Eth(kRemote, "ff:ff:ff:ff:ff:ff").vlan(100).arp()});
   ASSERT_EQ(rings_[uuid(1)]->wait_for(1).size(), 1u);
   h_->pump(std::chrono::milliseconds(50));
   ASSERT_EQ(h_->sw().show()["learned_macs"], 1);
@@ -241,8 +241,7 @@ TEST_F(TraceTest, RefusesBadRequests) {
 
 TEST_F(TraceTest, CacheDumpShowsTheFlowsOfKnownTraffic) {
   auto& a = *rings_[uuid(1)];
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB +
-               "')/IP()/UDP(), Ether(src='" + kMacA + "', dst='ff:ff:ff:ff:ff:ff')/ARP()]"));
+  a.send({Eth(kMacA, kMacB).ipv4().udp(), Eth(kMacA, "ff:ff:ff:ff:ff:ff").arp()});
   ASSERT_EQ(rings_[uuid(2)]->wait_for(2).size(), 2u);
   const json dump = h_->ok("cache.dump", {{"worker", 0}});
   ASSERT_EQ(dump["workers"].size(), 1u);
@@ -272,7 +271,7 @@ TEST(TraceStopped, CacheDumpWithWorkersStopped) {
   h.ok("network.create", {{"id", "n"}, {"type", "local"}});
   h.ok("port.bind", port_params(uuid(11), "n", kMacA, a.name()));
   h.ok("port.bind", port_params(uuid(12), "n", kMacB, b.name()));
-  a.send(scapy(std::string("[Ether(src='") + kMacA + "', dst='" + kMacB + "')/IP()/UDP()]"));
+  a.send({Eth(kMacA, kMacB).ipv4().udp()});
   ASSERT_EQ(b.wait_for(1).size(), 1u);
   h.sw().stop_workers();
   json r = h.call("cache.dump", {{"worker", 0}});

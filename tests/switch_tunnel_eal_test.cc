@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -163,10 +164,10 @@ TEST(TunnelLearning, DecapsulatedSourcesAreLearnedBehindTheirVtep) {
   h.ok("port.bind", port_params(uuid(1), "vx", kVmA, vm.name()));
   h.ok("tunnel.flood.set", {{"network", "vx"}, {"vteps", {kPeerIp}}});
   const std::string our_mac = h.ok("tunnel.show")["vtep"]["mac"];
-  underlay.send(scapy(std::string("[Ether(src='") + kNextHop + "', dst='" + our_mac +
-                      "')/IP(src='" + kPeerIp + "', dst='" + kLocalIp +
-                      "')/UDP(sport=50000, dport=4789)/VXLAN(vni=5001)/Ether(src='02:00:00:00:01:07', dst='" +
-                      kVmA + "')/IP()/UDP()]"));
+  underlay.send({Eth(kNextHop, our_mac)
+                     .ipv4(kPeerIp, kLocalIp)
+                     .udp(50000, 4789)
+                     .vxlan(5001, Eth("02:00:00:00:01:07", kVmA).ipv4().udp())});
   ASSERT_EQ(vm.wait_for(1).size(), 1u);
   json fdb;
   for (int i = 0; i < 100 && fdb.empty(); i++) {
@@ -176,7 +177,7 @@ TEST(TunnelLearning, DecapsulatedSourcesAreLearnedBehindTheirVtep) {
   EXPECT_EQ(fdb, json::parse(R"([{"mac": "02:00:00:00:01:07", "vtep": "10.99.0.2",
                                   "ip": null, "learned": true}])"));
   // Back to the learned MAC: one VXLAN frame to the peer, not a flood.
-  vm.send(scapy(std::string("[Ether(src='") + kVmA + "', dst='02:00:00:00:01:07')/IP()/UDP()]"));
+  vm.send({Eth(kVmA, "02:00:00:00:01:07").ipv4().udp()});
   auto got = underlay.wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(std::vector<uint8_t>(got[0].begin() + 30, got[0].begin() + 34),
@@ -274,12 +275,10 @@ TEST_F(TunnelTest, NextHopResolvedByArp) {
   start();
   RingPort& a = populate();
   // A frame for the peer makes the worker ask (and count vtep_unresolved).
-  a.send(scapy(std::string("[Ether(src='") + kVmA + "', dst='" + kRemote + "')/IP()/UDP()]"));
+  a.send({Eth(kVmA, kRemote).ipv4().udp()});
   h_->pump(std::chrono::milliseconds(50));
   const std::string our_mac = h_->ok("tunnel.show")["vtep"]["mac"];
-  underlay_->send(scapy(std::string("[Ether(src='") + kNextHop + "', dst='" + our_mac +
-                        "')/ARP(op=2, hwsrc='" + kNextHop + "', psrc='" + kPeerIp +
-                        "', hwdst='" + our_mac + "', pdst='" + kLocalIp + "')]"));
+  underlay_->send({Eth(kNextHop, our_mac).arp(2, kPeerIp, kLocalIp, kNextHop, our_mac)});
   json peer;
   for (int i = 0; i < 100; i++) {
     h_->pump(std::chrono::milliseconds(20));
@@ -306,8 +305,8 @@ TEST_F(TunnelTest, StaticNextHopNeedsNoArp) {
 TEST_F(TunnelTest, VmFrameToRemoteMacIsEncapsulated) {
   start(kNextHop);
   RingPort& a = populate();
-  auto sent = scapy(std::string("[Ether(src='") + kVmA + "', dst='" + kRemote +
-                    "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=1234, dport=80)/('x'*40)]");
+  const std::vector<Frame> sent = {
+      Eth(kVmA, kRemote).ipv4("10.0.0.1", "10.0.0.2").udp(1234, 80).fill('x', 40)};
   a.send(sent);
   auto got = underlay_->wait_for(1);
   ASSERT_EQ(got.size(), 1u);
@@ -334,7 +333,7 @@ TEST_F(TunnelTest, VmFrameToRemoteMacIsEncapsulated) {
   EXPECT_EQ((f[46] << 16) | (f[47] << 8) | f[48], 5001);
   EXPECT_TRUE(std::equal(sent[0].begin(), sent[0].end(), f.begin() + 50));
   // Broadcast: one copy per flood VTEP, none back to the sender.
-  a.send(scapy(std::string("[Ether(src='") + kVmA + "', dst='ff:ff:ff:ff:ff:ff')/IP()/UDP()]"));
+  a.send({Eth(kVmA, "ff:ff:ff:ff:ff:ff").ipv4().udp()});
   auto flooded = underlay_->wait_for(2);
   h_->pump(std::chrono::milliseconds(50));
   auto more = underlay_->take();
@@ -346,21 +345,19 @@ TEST_F(TunnelTest, VxlanFromPeerReachesTheVmDecapsulated) {
   RingPort& a = populate();
   RingPort& b = bind(2, "vx", kVmB);
   const std::string our_mac = h_->ok("tunnel.show")["vtep"]["mac"];
-  const std::string inner = std::string("Ether(src='") + kRemote + "', dst='" + kVmB +
-                            "')/IP(src='10.0.0.2', dst='10.0.0.11')/UDP(sport=80, dport=1234)/('y'*30)";
-  auto outer = [&](int vni, const char* dst_ip) {
-    return std::string("Ether(src='") + kNextHop + "', dst='" + our_mac + "')/IP(src='" + kPeerIp +
-           "', dst='" + dst_ip + "')/UDP(sport=50000, dport=4789)/VXLAN(vni=" + std::to_string(vni) +
-           ")/" + inner;
+  const Frame inner =
+      Eth(kRemote, kVmB).ipv4("10.0.0.2", "10.0.0.11").udp(80, 1234).fill('y', 30);
+  auto outer = [&](uint32_t vni, const char* dst_ip) -> Frame {
+    return Eth(kNextHop, our_mac).ipv4(kPeerIp, dst_ip).udp(50000, 4789).vxlan(vni, inner);
   };
-  auto want = scapy("[" + inner + "]");
-  underlay_->send(scapy("[" + outer(5001, kLocalIp) + "]"));
+  const std::vector<Frame> want = {inner};
+  underlay_->send({outer(5001, kLocalIp)});
   auto got = b.wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], want[0]);
   EXPECT_TRUE(a.take().empty());
   // Unknown VNI, and VXLAN for another address: dropped with their reasons.
-  underlay_->send(scapy("[" + outer(7777, kLocalIp) + ", " + outer(5001, "10.99.0.9") + "]"));
+  underlay_->send({outer(7777, kLocalIp), outer(5001, "10.99.0.9")});
   h_->pump(std::chrono::milliseconds(100));
   EXPECT_EQ(h_->drops("unknown_vni"), 1u);
   EXPECT_EQ(h_->drops("vxlan_not_ours"), 1u);
@@ -400,8 +397,7 @@ std::string hex(const Frame& f) {
 
 // VM A's broadcast "who has ip?".
 std::vector<Frame> arp_request(const std::string& ip) {
-  return scapy(std::string("[Ether(src='") + kVmA + "', dst='ff:ff:ff:ff:ff:ff')/ARP(op=1, hwsrc='" +
-               kVmA + "', psrc='" + kVmAIp + "', pdst='" + ip + "')]");
+  return {Eth(kVmA, "ff:ff:ff:ff:ff:ff").arp(1, kVmAIp, ip, kVmA)};
 }
 
 class ArpResponderTest : public TunnelTest {
@@ -452,10 +448,8 @@ TEST_F(ArpResponderTest, RemotePortsAddressIsAnsweredLocally) {
     EXPECT_EQ(ip_at(r, 28), kRemoteIp);
     EXPECT_EQ(mac_at(r, 32), kVmA);    // target: the asker
     EXPECT_EQ(ip_at(r, 38), kVmAIp);
-    const auto want = scapy(std::string("[Ether(src='") + kRemote + "', dst='" + kVmA +
-                            "')/ARP(op=2, hwsrc='" + kRemote + "', psrc='" + kRemoteIp +
-                            "', hwdst='" + kVmA + "', pdst='" + kVmAIp +
-                            "')/Padding(load=b'\\x00'*18)]");
+    const std::vector<Frame> want = {
+        Eth(kRemote, kVmA).arp(2, kRemoteIp, kVmAIp, kRemote, kVmA).fill('\0', 18)};
     EXPECT_EQ(r, want[0]);
     expect_quiet();
   }
@@ -476,8 +470,7 @@ TEST_F(ArpResponderTest, UnknownAddressIsFloodedAsBefore) {
   expect_quiet();
   EXPECT_EQ(arp_replies(*h_), before);
   // Gratuitous ARP for the remote's address: an announcement, flooded.
-  a_->send(scapy(std::string("[Ether(src='") + kVmA + "', dst='ff:ff:ff:ff:ff:ff')/ARP(op=1, hwsrc='" +
-                 kVmA + "', psrc='" + kRemoteIp + "', pdst='" + kRemoteIp + "')]"));
+  a_->send({Eth(kVmA, "ff:ff:ff:ff:ff:ff").arp(1, kRemoteIp, kRemoteIp, kVmA)});
   EXPECT_EQ(b_->wait_for(1).size(), 1u);
   EXPECT_EQ(arp_replies(*h_), before);
   // Deleting the entry takes the address with it: flooded again.

@@ -1,4 +1,4 @@
-#include "control/vlan_allocator.h"
+#include "control/model/vlan_allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -52,12 +52,11 @@ Backend& Backend::instance() {
 
 // Server mode creates the socket file: refuse to replace anything but a
 // socket nobody listens on (one a crashed switch left behind).
-static int check_server_path(const std::string& path, std::string* err) {
+static Status check_server_path(const std::string& path) {
   struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return 0;  // nothing there
+  if (lstat(path.c_str(), &st) != 0) return ok();  // nothing there
   if (!S_ISSOCK(st.st_mode)) {
-    *err = "vhost socket " + path + ": exists and is not a socket";
-    return -EEXIST;
+    return device_error("vhost socket " + path + ": exists and is not a socket");
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -66,11 +65,10 @@ static int check_server_path(const std::string& path, std::string* err) {
   const bool alive = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   if (alive) {
-    *err = "vhost socket " + path + ": something is listening there already";
-    return -EADDRINUSE;
+    return device_error("vhost socket " + path + ": something is listening there already");
   }
   unlink(path.c_str());  // stale: take it over
-  return 0;
+  return ok();
 }
 
 // A user or group as the config names it: a name, or a number.
@@ -109,19 +107,17 @@ struct Ownership {
   gid_t gid = static_cast<gid_t>(-1);
 };
 
-static int resolve_ownership(const std::string& path, const SocketOptions& opts, Ownership* own,
-                             std::string* err) {
+static Status resolve_ownership(const std::string& path, const SocketOptions& opts,
+                                Ownership* own) {
   if (!opts.owner.empty() && !resolve_user(opts.owner, &own->uid)) {
-    *err = "vhost socket " + path + ": socket_owner \"" + opts.owner +
-           "\" is not a user of this host (config [vhost] socket_owner)";
-    return -EINVAL;
+    return device_error("vhost socket " + path + ": socket_owner \"" + opts.owner +
+                        "\" is not a user of this host (config [vhost] socket_owner)");
   }
   if (!opts.group.empty() && !resolve_group(opts.group, &own->gid)) {
-    *err = "vhost socket " + path + ": socket_group \"" + opts.group +
-           "\" is not a group of this host (config [vhost] socket_group)";
-    return -EINVAL;
+    return device_error("vhost socket " + path + ": socket_group \"" + opts.group +
+                        "\" is not a group of this host (config [vhost] socket_group)");
   }
-  return 0;
+  return ok();
 }
 
 mode_t socket_dir_mode(bool has_group) { return has_group ? 02770 : 0755; }
@@ -129,19 +125,18 @@ mode_t socket_dir_mode(bool has_group) { return has_group ? 02770 : 0755; }
 // The socket directory is straitd's to create; any other directory must be
 // there already (a typo in a path must not grow a tree). Made here, it gets
 // socket_dir_mode and the socket group (`gid`, -1: none).
-static int make_socket_dir(const std::string& path, const SocketOptions& opts, gid_t gid,
-                           std::string* err) {
+static Status make_socket_dir(const std::string& path, const SocketOptions& opts, gid_t gid) {
   namespace fs = std::filesystem;
   std::string d = opts.dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
   const fs::path dir = fs::path(d).lexically_normal();
-  if (d.empty() || fs::path(path).parent_path().lexically_normal() != dir) return 0;
+  if (d.empty() || fs::path(path).parent_path().lexically_normal() != dir) return ok();
   std::error_code ec;
-  if (fs::is_directory(dir, ec)) return 0;
+  if (fs::is_directory(dir, ec)) return ok();
   fs::create_directories(dir, ec);
   if (ec) {
-    *err = "vhost socket " + path + ": cannot create socket_dir " + opts.dir + ": " + ec.message();
-    return -EIO;
+    return device_error("vhost socket " + path + ": cannot create socket_dir " + opts.dir + ": " +
+                        ec.message());
   }
   // Not the umask's bits (0700 under the unit's UMask=0077): QEMU must get in.
   const bool has_group = gid != static_cast<gid_t>(-1);
@@ -149,26 +144,24 @@ static int make_socket_dir(const std::string& path, const SocketOptions& opts, g
       chmod(dir.c_str(), socket_dir_mode(has_group)) != 0) {
     const int e = errno;
     fs::remove(dir, ec);  // a refused bind leaves nothing behind
-    *err = "vhost socket " + path + ": socket_dir " + opts.dir + ": " + std::strerror(e);
-    return -e;
+    return device_error("vhost socket " + path + ": socket_dir " + opts.dir + ": " +
+                        std::strerror(e));
   }
-  return 0;
+  return ok();
 }
 
-int Backend::add_socket(const std::string& path, Mode mode, const SocketOptions& opts,
-                        std::string* err) {
+Status Backend::add_socket(const std::string& path, Mode mode, const SocketOptions& opts) {
   Ownership own;
   if (mode == Mode::kServer) {
-    if (int rc = resolve_ownership(path, opts, &own, err); rc < 0) return rc;
-    if (int rc = make_socket_dir(path, opts, own.gid, err); rc < 0) return rc;
-    if (int rc = check_server_path(path, err); rc < 0) return rc;
+    if (Status st = resolve_ownership(path, opts, &own); !st) return st;
+    if (Status st = make_socket_dir(path, opts, own.gid); !st) return st;
+    if (Status st = check_server_path(path); !st) return st;
   }
   uint64_t flags = 0;
   // Client mode reconnects by itself (no RTE_VHOST_USER_NO_RECONNECT).
   if (mode == Mode::kClient) flags |= RTE_VHOST_USER_CLIENT;
   if (rte_vhost_driver_register(path.c_str(), flags) != 0) {
-    *err = "vhost socket " + path + ": cannot register (already registered, or bad path)";
-    return -EINVAL;
+    return device_error("vhost socket " + path + ": cannot register (already registered, or bad path)");
   }
   static rte_vhost_device_ops ops = [] {
     rte_vhost_device_ops o{};
@@ -181,11 +174,10 @@ int Backend::add_socket(const std::string& path, Mode mode, const SocketOptions&
   if (rte_vhost_driver_callback_register(path.c_str(), &ops) != 0 ||
       rte_vhost_driver_start(path.c_str()) != 0) {
     rte_vhost_driver_unregister(path.c_str());
-    *err = "vhost socket " + path + ": cannot start" +
-           (mode == Mode::kServer ? " (is the directory there and writable?)" : "");
-    return -EIO;
+    return device_error("vhost socket " + path + ": cannot start" +
+                        (mode == Mode::kServer ? " (is the directory there and writable?)" : ""));
   }
-  if (mode == Mode::kClient) return 0;
+  if (mode == Mode::kClient) return ok();
   // Server mode: QEMU (libvirt-qemu) must reach the socket rte_vhost has just
   // created. Until now it had the umask's bits: no other user could connect.
   const bool change_owner = own.uid != static_cast<uid_t>(-1) || own.gid != static_cast<gid_t>(-1);
@@ -198,11 +190,10 @@ int Backend::add_socket(const std::string& path, Mode mode, const SocketOptions&
   if (failed) {
     const int e = errno;
     rte_vhost_driver_unregister(path.c_str());  // removes the socket file it created
-    *err = "vhost socket " + path + ": " + failed + ": " + std::strerror(e) +
-           " (config [vhost] socket_mode / socket_owner / socket_group)";
-    return -e;
+    return device_error("vhost socket " + path + ": " + failed + ": " + std::strerror(e) +
+                        " (config [vhost] socket_mode / socket_owner / socket_group)");
   }
-  return 0;
+  return ok();
 }
 
 void Backend::remove_socket(const std::string& path) {

@@ -16,6 +16,8 @@
 
 #include <boost/lockfree/spsc_queue.hpp>
 
+#include "dataplane/result.h"
+
 namespace strait::vhost {
 
 enum class EventKind : uint8_t { kNewDevice, kDestroyDevice, kVringState };
@@ -55,9 +57,9 @@ class Backend {
   static Backend& instance();
 
   // Registers and starts a socket; a server-mode one is made as `opts` says.
-  // Returns 0, or a negative errno-style code with a message in *err and
-  // nothing registered (-EINVAL: `opts` names an unknown user or group).
-  int add_socket(const std::string& path, Mode mode, const SocketOptions& opts, std::string* err);
+  // A device_error (an unknown user or group in `opts` included) registers
+  // nothing.
+  Status add_socket(const std::string& path, Mode mode, const SocketOptions& opts);
   // Stops and forgets a socket. If its device is live, destroy_device runs
   // on this (the control) thread: the caller must already have published a
   // snapshot without it and waited for the grace period.

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

@@ -1,4 +1,4 @@
-#include "control/api_server.h"
+#include "control/api/api_server.h"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -13,7 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 namespace strait::ctl {
 

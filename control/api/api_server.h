@@ -17,9 +17,9 @@
 #include <string>
 #include <string_view>
 
-#include "control/event_loop.h"
-#include "control/result.h"
-#include "control/switch.h"
+#include "control/daemon/event_loop.h"
+#include "control/switch/switch.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

@@ -1,4 +1,4 @@
-#include "control/frame_spec.h"
+#include "control/api/frame_spec.h"
 
 #include <arpa/inet.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 namespace strait::ctl {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/model.h"
-#include "control/result.h"
+#include "control/model/model.h"
 #include "dataplane/flow_key.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

@@ -1,4 +1,4 @@
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 #include <algorithm>
 

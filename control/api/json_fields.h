@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

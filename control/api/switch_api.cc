@@ -1,14 +1,17 @@
-// The API methods of Switch: each validates everything before it changes
-// anything, and a refusal leaves no trace (docs/api.md).
+// The API of Switch: the method table, and the methods of networks, port
+// bindings and the switch as a whole. Each change goes through apply() and a
+// refusal leaves no trace (docs/api.md).
+#include <algorithm>
+
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mempool.h>
 #include <spdlog/spdlog.h>
 
-#include "control/api_reply.h"
-#include "control/eal_memory.h"
-#include "control/recorded_config.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/devices/eal_memory.h"
+#include "control/model/recorded_config.h"
+#include "control/switch/switch.h"
 #include "vhost/vhost_port.h"
 
 namespace strait::ctl {
@@ -46,79 +49,119 @@ json drops_json(const std::vector<uint64_t>& v, size_t first) {
 
 }  // namespace
 
-void Switch::call(const std::string& method, const json& params, Done done) {
-  if (method == "network.create") return network_create(params, std::move(done));
-  if (method == "network.delete") return network_delete(params, std::move(done));
-  if (method == "port.bind") return port_bind(params, std::move(done));
-  if (method == "port.unbind") return port_unbind(params, std::move(done));
-  if (method == "port.update") return port_update(params, std::move(done));
-  if (method == "port.capture") return port_capture(params, std::move(done));
-  if (method == "security_group.create") return security_group_create(params, std::move(done));
-  if (method == "security_group.delete") return security_group_delete(params, std::move(done));
-  if (method == "security_group_rule.create") return sg_rule_create(params, std::move(done));
-  if (method == "security_group_rule.delete") return sg_rule_delete(params, std::move(done));
-  if (method == "tunnel.fdb.add") return tunnel_fdb_add(params, std::move(done));
-  if (method == "tunnel.fdb.delete") return tunnel_fdb_delete(params, std::move(done));
-  if (method == "tunnel.flood.set") return tunnel_flood_set(params, std::move(done));
-  if (method == "tunnel.show") return tunnel_show(params, std::move(done));
-  if (method == "physnet.restart") return physnet_restart(params, std::move(done));
-  if (method == "security_group.list") {
-    json groups = json::array();
-    for (const auto& [id, g] : model_.security_groups()) groups.push_back(security_group_json(g));
-    return done(ok_reply({{"security_groups", groups}}));
-  }
-  if (method == "security_group.show") {
-    auto id = id_param(params);
-    if (!id) return done(error_reply(id.error()));
-    const SecurityGroup* g = model_.security_group(*id);
-    if (!g) return done(error_reply(not_found("security group " + *id + " does not exist")));
-    return done(ok_reply(security_group_json(*g)));
-  }
-  if (method == "network.list") {
-    json nets = json::array();
-    for (const auto& [id, n] : model_.networks()) nets.push_back(network_json(n));
-    return done(ok_reply({{"networks", nets}}));
-  }
-  if (method == "port.list") {
-    json ports = json::array();
-    for (const auto& [id, p] : model_.ports()) ports.push_back(port_json(p));
-    return done(ok_reply({{"ports", ports}}));
-  }
-  if (method == "port.show") {
-    auto id = id_param(params);
-    if (!id) return done(error_reply(id.error()));
-    const PortSpec* p = model_.port(*id);
-    if (!p) return done(error_reply(not_found("port " + *id + " is not bound")));
-    return done(ok_reply(port_json(*p)));
-  }
-  if (method == "show") return done(ok_reply(show()));
-  if (method == "stats") return done(ok_reply(stats()));
-  if (method == "trace") return trace(params, std::move(done));
-  if (method == "cache.dump") return cache_dump(params, std::move(done));
-  if (method == "log.level") return log_level(params, std::move(done));
-  if (method == "workers.rebalance") return workers_rebalance(params, std::move(done));
-  done(error_reply(invalid("method: unknown method '" + method + "'")));
+const std::vector<Switch::Method>& Switch::methods() {
+  static const std::vector<Method> kMethods = {
+      {"network.create", &Switch::network_create, true},
+      {"network.delete", &Switch::network_delete, true},
+      {"network.list", &Switch::network_list, false},
+      {"port.bind", &Switch::port_bind, true},
+      {"port.unbind", &Switch::port_unbind, true},
+      {"port.update", &Switch::port_update, true},
+      {"security_group.create", &Switch::security_group_create, true},
+      {"security_group.delete", &Switch::security_group_delete, true},
+      {"security_group.list", &Switch::security_group_list, false},
+      {"security_group.show", &Switch::security_group_show, false},
+      {"security_group_rule.create", &Switch::sg_rule_create, true},
+      {"security_group_rule.delete", &Switch::sg_rule_delete, true},
+      {"port.list", &Switch::port_list, false},
+      {"port.show", &Switch::port_show, false},
+      {"port.capture", &Switch::port_capture, true},
+      {"show", &Switch::show_method, false},
+      {"stats", &Switch::stats_method, false},
+      {"trace", &Switch::trace, false},
+      {"cache.dump", &Switch::cache_dump, false},
+      {"tunnel.fdb.add", &Switch::tunnel_fdb_add, true},
+      {"tunnel.fdb.delete", &Switch::tunnel_fdb_delete, true},
+      {"tunnel.flood.set", &Switch::tunnel_flood_set, true},
+      {"tunnel.show", &Switch::tunnel_show, false},
+      {"workers.rebalance", &Switch::workers_rebalance, true},
+      {"physnet.restart", &Switch::physnet_restart, true},
+      {"log.level", &Switch::log_level, true},
+  };
+  return kMethods;
 }
+
+void Switch::call(const std::string& method, const json& params, Done done) {
+  const auto& table = methods();
+  auto m = std::find_if(table.begin(), table.end(), [&](const Method& x) { return method == x.name; });
+  if (m == table.end()) return done(error_reply(invalid("method: unknown method '" + method + "'")));
+  if (m->mutating) {
+    // What changed the switch, and who it was about, in straitd's log: the
+    // trail an operator reads after the fact. Refusals change nothing.
+    const json* id = params.is_object() && params.contains("id") ? &params["id"] : nullptr;
+    std::string about = id && id->is_string() ? " " + id->get<std::string>() : "";
+    if (about.size() > 80) about = about.substr(0, 80) + "...";
+    done = [name = m->name, about = std::move(about), done = std::move(done)](json reply) {
+      if (reply.value("ok", false)) {
+        spdlog::info("API {}{}: done", name, about);
+      } else {
+        spdlog::debug("API {}{}: refused: {}", name, about, reply.value("error", json()).dump());
+      }
+      done(std::move(reply));
+    };
+  }
+  (this->*m->handler)(params, std::move(done));
+}
+
+void Switch::network_list(const json&, Done done) {
+  json nets = json::array();
+  for (const auto& [id, n] : model_.networks()) nets.push_back(network_json(n));
+  done(ok_reply({{"networks", nets}}));
+}
+
+void Switch::port_list(const json&, Done done) {
+  json ports = json::array();
+  for (const auto& [id, p] : model_.ports()) ports.push_back(port_json(p));
+  done(ok_reply({{"ports", ports}}));
+}
+
+void Switch::port_show(const json& params, Done done) {
+  auto id = id_param(params);
+  if (!id) return done(error_reply(id.error()));
+  const PortSpec* p = model_.port(*id);
+  if (!p) return done(error_reply(not_found("port " + *id + " is not bound")));
+  done(ok_reply(port_json(*p)));
+}
+
+void Switch::security_group_list(const json&, Done done) {
+  json groups = json::array();
+  for (const auto& [id, g] : model_.security_groups()) groups.push_back(security_group_json(g));
+  done(ok_reply({{"security_groups", groups}}));
+}
+
+void Switch::security_group_show(const json& params, Done done) {
+  auto id = id_param(params);
+  if (!id) return done(error_reply(id.error()));
+  const SecurityGroup* g = model_.security_group(*id);
+  if (!g) return done(error_reply(not_found("security group " + *id + " does not exist")));
+  done(ok_reply(security_group_json(*g)));
+}
+
+void Switch::show_method(const json&, Done done) { done(ok_reply(show())); }
+void Switch::stats_method(const json&, Done done) { done(ok_reply(stats())); }
 
 void Switch::network_create(const json& params, Done done) {
   auto spec = parse_network(params);
   if (!spec) return done(error_reply(spec.error()));
-  if (Status st = model_.add_network(*spec); !st) return done(error_reply(st.error()));
-  *spec = *model_.network(spec->id);  // with the model's defaults (a vxlan network's MTU)
-  if (Status st = store_->put_network(*spec); !st) {
-    (void)model_.remove_network(spec->id);
-    return done(error_reply(st.error()));
-  }
-  // A network with no port here is not in the datapath: nothing to publish.
-  done(ok_reply(network_json(*spec)));
+  NetworkSpec made;  // with the model's defaults (a vxlan network's MTU)
+  Status st = apply({.model = [&](Model& m) -> Status {
+                       if (Status s = m.add_network(*spec); !s) return s;
+                       made = *m.network(spec->id);
+                       return ok();
+                     },
+                     .save = [&](const Model&) { return store_->put_network(made); }});
+  if (!st) return done(error_reply(st.error()));
+  // A network with no port here is not in the datapath: the snapshot is the
+  // same; the answer still waits for it, as every change's does.
+  publisher_.after_grace([out = network_json(made), done = std::move(done)] { done(ok_reply(out)); });
 }
 
 void Switch::network_delete(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
   // With its tunnel state (VTEPs it alone named leave the snapshot).
-  Status st = apply([&](Model& m) { return m.remove_network(*id); },
-                    [&](const Model&) { return store_->delete_network(*id); });
+  Status st = apply({.model = [&](Model& m) { return m.remove_network(*id); },
+                     .save = [&](const Model&) { return store_->delete_network(*id); }});
   if (!st) return done(error_reply(st.error()));
   publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
@@ -163,55 +206,44 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
   auto where = [bulk](size_t i, const Error& e) -> Error {
     return bulk ? Error{e.code, "ports[" + std::to_string(i) + "]: " + e.message} : e;
   };
-  // Model, then devices, then disk, then datapath: what cannot be made
-  // durable is undone, in reverse, before any worker sees it.
-  std::vector<PortRuntime> made;
-  size_t in_model = 0;
-  auto undo = [&] {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) {
-      for (uint16_t w : it->dp.rxq_worker) rxq_load_[w]--;
-      detach(*it);
-      free_dp(it->dp.dp);
-    }
-    while (in_model > 0) (void)model_.remove_port(specs[--in_model].id);
-  };
-  for (; in_model < specs.size(); in_model++) {
-    if (Status st = model_.add_port(specs[in_model]); !st) {
-      Error e = where(in_model, st.error());
-      undo();
-      return e;
-    }
-  }
-  for (size_t i = 0; i < specs.size(); i++) {
-    auto idx = alloc_dp();
-    if (!idx) {
-      undo();
-      return where(i, exhausted("no free datapath port index"));
-    }
-    auto rt = attach(specs[i], *idx);
-    if (!rt) {
-      free_dp(*idx);
-      Error e = where(i, rt.error());
-      undo();
-      return e;
-    }
-    made.push_back(std::move(*rt));
-  }
-  // New members change the address sets of the groups naming theirs.
-  auto sets = sg_.prepare(model_);
-  if (!sets) {
-    undo();
-    return sets.error();
-  }
-  std::vector<std::pair<PortSpec, uint16_t>> rows;
-  for (const PortSpec& s : specs) rows.emplace_back(s, model_.local_vlan(s.network));
-  if (Status st = store_->put_ports(rows); !st) {
-    undo();
-    return st.error();
-  }
-  sg_.commit(std::move(*sets));
-  for (size_t i = 0; i < specs.size(); i++) ports_.emplace(specs[i].id, std::move(made[i]));
-  republish();
+  std::vector<PortRuntime> made;  // by spec, while they are opened
+  Status st = apply({
+      .model = [&](Model& m) -> Status {
+        for (size_t i = 0; i < specs.size(); i++)
+          if (Status s = m.add_port(specs[i]); !s) return where(i, s.error());
+        return ok();
+      },
+      .open = [&](const Model&) -> Status {
+        for (size_t i = 0; i < specs.size(); i++) {
+          auto idx = alloc_dp();
+          if (!idx) return where(i, exhausted("no free datapath port index"));
+          auto rt = attach(specs[i], *idx);
+          if (!rt) {
+            free_dp(*idx);
+            return where(i, rt.error());
+          }
+          made.push_back(std::move(*rt));
+        }
+        return ok();
+      },
+      .close = [&] {
+        for (auto it = made.rbegin(); it != made.rend(); ++it) {
+          for (uint16_t w : it->dp.rxq_worker) rxq_load_[w]--;
+          detach(*it);
+          free_dp(it->dp.dp);
+        }
+        made.clear();
+      },
+      .save = [&](const Model& m) {
+        std::vector<std::pair<PortSpec, uint16_t>> rows;
+        for (const PortSpec& s : specs) rows.emplace_back(s, m.local_vlan(s.network));
+        return store_->put_ports(rows);
+      },
+      .commit = [&] {
+        for (size_t i = 0; i < specs.size(); i++) ports_.emplace(specs[i].id, std::move(made[i]));
+      },
+  });
+  if (!st) return st;
   for (const PortSpec& s : specs)
     if (ports_.at(s.id).dp.live) announce_up_when_live(s.id);
   return ok();
@@ -224,35 +256,29 @@ void Switch::port_unbind(const json& params, Done done) {
   const PortSpec* spec = model_.port(*id);
   auto it = spec ? ports_.find(spec->id) : ports_.end();
   if (it == ports_.end()) return done(error_reply(not_found("port " + *id + " is not bound")));
-  *id = spec->id;
   const PortSpec saved = *spec;
   const uint16_t lvlan = model_.local_vlan(saved.network);
-  if (Status st = model_.remove_port(*id); !st) return done(error_reply(st.error()));
-  auto sets = sg_.prepare(model_);  // the port leaves its groups' address sets
-  if (!sets) {
-    (void)model_.restore_port(saved, lvlan);
-    return done(error_reply(sets.error()));
-  }
-  if (Status st = store_->delete_port(*id); !st) {
-    (void)model_.restore_port(saved, lvlan);
-    return done(error_reply(st.error()));
-  }
-  sg_.commit(std::move(*sets));
-  // Its connections go with it; the whole zone when the network leaves.
-  if (model_.local_vlan(saved.network) == 0) {
-    publisher_.after_grace([this, lvlan] { ct_->flush_zone(lvlan); });
-  } else {
-    flush_conntrack_after_grace(saved, lvlan);
-  }
-  PortRuntime rt = std::move(it->second);
-  ports_.erase(it);
-  for (uint16_t w : rt.dp.rxq_worker) rxq_load_[w]--;
-  forget_learned_of_released_vlans();
-  republish();
+  PortRuntime rt;
+  Status st = apply({
+      .model = [&](Model& m) { return m.remove_port(saved.id); },  // and from its groups' sets
+      .save = [&](const Model&) { return store_->delete_port(saved.id); },
+      .commit = [&] {
+        // Its connections go with it; the whole zone when the network leaves.
+        if (model_.local_vlan(saved.network) == 0) {
+          publisher_.after_grace([this, lvlan] { ct_->flush_zone(lvlan); });
+        } else {
+          flush_conntrack_after_grace(saved, lvlan);
+        }
+        rt = std::move(it->second);
+        ports_.erase(it);
+        for (uint16_t w : rt.dp.rxq_worker) rxq_load_[w]--;
+        forget_learned_of_released_vlans();
+      },
+  });
+  if (!st) return done(error_reply(st.error()));
   // The device and its index are released only once no worker can hold a
   // snapshot that polls or sends to it.
-  const std::string port_id = *id;
-  publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id]() {
+  publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id = saved.id]() {
     detach(rt);
     free_dp(rt.dp.dp);
     if (rt.dp.live) emit("port-down", port_id);

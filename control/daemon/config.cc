@@ -1,4 +1,4 @@
-#include "control/config.h"
+#include "control/daemon/config.h"
 
 #include <arpa/inet.h>
 #include <sys/un.h>
@@ -11,8 +11,8 @@
 #include <initializer_list>
 #include <sstream>
 
-#include "control/model.h"
-#include "control/privileges.h"
+#include "control/daemon/privileges.h"
+#include "control/model/model.h"
 
 namespace strait::ctl {
 namespace {

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "control/net_addr.h"
-#include "control/result.h"
+#include "control/model/net_addr.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 
@@ -28,7 +28,7 @@ struct VtepSettings {
   uint16_t underlay_mtu = 1500;     // vxlan networks' MTU is at most this - 50
 };
 
-// [privileges]: whom straitd becomes once started (control/privileges.h).
+// [privileges]: whom straitd becomes once started (control/daemon/privileges.h).
 // Looked up when the config is read: an unknown user or group stops straitd
 // before anything starts.
 struct PrivilegeSettings {
@@ -59,7 +59,7 @@ struct Config {
   std::string vhost_socket_owner;
   std::string vhost_socket_group;
   uint32_t vhost_socket_mode = 0660;
-  // [metrics]: the Prometheus endpoint (control/metrics.h), `listen` split
+  // [metrics]: the Prometheus endpoint (control/ops/metrics.h), `listen` split
   // into a numeric address (IPv4, or IPv6 without brackets) and a port.
   bool metrics_enabled = true;
   std::string metrics_address = "127.0.0.1";
@@ -71,7 +71,7 @@ struct Config {
   bool ct_tcp_loose = true;
   std::optional<VtepSettings> vtep;
   // [offload] rte_flow: physnet NICs that implement rte_flow get rules that
-  // do work of the workers (control/flow_offload.h); false: none are asked.
+  // do work of the workers (control/devices/flow_offload.h); false: none are asked.
   bool offload_rte_flow = true;
   std::optional<PrivilegeSettings> privileges;  // absent: straitd stays as it was started
 };

@@ -1,4 +1,4 @@
-#include "control/dpdk_log.h"
+#include "control/daemon/dpdk_log.h"
 
 #include <rte_log.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,4 @@
-#include "control/event_loop.h"
+#include "control/daemon/event_loop.h"
 
 #include <sys/epoll.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "control/privileges.h"
+#include "control/daemon/privileges.h"
 
 #include <grp.h>
 #include <pwd.h>

@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include "control/config.h"
-#include "control/result.h"
+#include "control/daemon/config.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

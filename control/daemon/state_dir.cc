@@ -1,4 +1,4 @@
-#include "control/state_dir.h"
+#include "control/daemon/state_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

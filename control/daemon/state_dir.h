@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

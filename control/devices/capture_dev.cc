@@ -1,4 +1,4 @@
-#include "control/capture_dev.h"
+#include "control/devices/capture_dev.h"
 
 #include <rte_dev.h>
 #include <rte_errno.h>

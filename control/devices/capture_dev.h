@@ -10,7 +10,7 @@
 
 #include <rte_mempool.h>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

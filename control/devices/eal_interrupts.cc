@@ -1,7 +1,7 @@
 // rte_intr_instance_alloc and its setters are still "experimental" in DPDK
 // 22.11, and the only way to make an interrupt handle.
 #define ALLOW_EXPERIMENTAL_API
-#include "control/eal_interrupts.h"
+#include "control/devices/eal_interrupts.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "control/eal_memory.h"
+#include "control/devices/eal_memory.h"
 
 #include <rte_eal.h>
 #include <rte_lcore.h>

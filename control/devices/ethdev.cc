@@ -1,4 +1,4 @@
-#include "control/ethdev.h"
+#include "control/devices/ethdev.h"
 
 #include <algorithm>
 
@@ -8,8 +8,8 @@
 #include <rte_ethdev.h>
 #include <spdlog/spdlog.h>
 
-#include "control/eal_interrupts.h"
-#include "control/model.h"
+#include "control/devices/eal_interrupts.h"
+#include "control/model/model.h"
 #include "dataplane/snapshot.h"
 
 namespace strait::ctl {

@@ -7,7 +7,7 @@
 
 #include <rte_mempool.h>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 
@@ -37,7 +37,7 @@ Result<Ethdev> open_ethdev(const std::string& devargs, uint16_t n_workers);
 // Stops and closes; removes the device if open_ethdev probed it (one that
 // was there before, given to EAL with --vdev or made by its owner, is only
 // stopped: it stays its owner's). Runs on EAL's interrupt thread
-// (control/eal_interrupts.h). Call only after a grace period with no
+// (control/devices/eal_interrupts.h). Call only after a grace period with no
 // snapshot referring to it. dev.pool is not freed: its buffers may still
 // wait in other ports' tx rings (the caller frees it once rte_mempool_full
 // says they are all back).

@@ -1,4 +1,4 @@
-#include "control/flow_offload.h"
+#include "control/devices/flow_offload.h"
 
 #include <cerrno>
 #include <cstring>

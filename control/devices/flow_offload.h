@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/model.h"
+#include "control/model/model.h"
 
 struct rte_flow;
 

@@ -1,11 +1,11 @@
 // port.capture: a vhost port's stand-in ethdev for dpdk-dumpcap
-// (control/capture_dev.h), made on request only: DPDK has RTE_MAX_ETHPORTS
+// (control/devices/capture_dev.h), made on request only: DPDK has RTE_MAX_ETHPORTS
 // ethdev ids in all, physnet NICs and ethdev ports included.
 #include <spdlog/spdlog.h>
 
-#include "control/api_reply.h"
-#include "control/json_fields.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/api/json_fields.h"
+#include "control/switch/switch.h"
 
 namespace strait::ctl {
 

@@ -1,12 +1,12 @@
 // physnet.restart: a physnet NIC stopped and started from the control thread,
-// then its rte_flow rules replayed (control/flow_offload.h). A stop may lose
+// then its rte_flow rules replayed (control/devices/flow_offload.h). A stop may lose
 // a NIC's rules; this is also how to get them back after one.
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <spdlog/spdlog.h>
 
-#include "control/api_reply.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/switch/switch.h"
 
 namespace strait::ctl {
 

@@ -1,4 +1,4 @@
-#include "control/domain_xml.h"
+#include "control/lifecycle/domain_xml.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "control/model.h"
-#include "control/result.h"
+#include "control/model/model.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

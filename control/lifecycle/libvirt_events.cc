@@ -1,4 +1,4 @@
-#include "control/libvirt_events.h"
+#include "control/lifecycle/libvirt_events.h"
 
 #include <libvirt/libvirt.h>
 #include <spdlog/spdlog.h>

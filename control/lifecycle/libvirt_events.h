@@ -4,7 +4,7 @@
 // callbacks (keepalive, domain events) run on the control thread from
 // EventLoop::run_once. Process-wide: libvirt takes one implementation, and
 // it must be in place before the first connection is opened.
-#include "control/event_loop.h"
+#include "control/daemon/event_loop.h"
 
 namespace strait::ctl {
 

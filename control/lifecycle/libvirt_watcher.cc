@@ -1,4 +1,4 @@
-#include "control/libvirt_watcher.h"
+#include "control/lifecycle/libvirt_watcher.h"
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -17,7 +17,7 @@
 #include <optional>
 #include <set>
 
-#include "control/libvirt_events.h"
+#include "control/lifecycle/libvirt_events.h"
 
 namespace strait::ctl {
 

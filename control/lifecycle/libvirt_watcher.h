@@ -12,7 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "control/event_loop.h"
+#include "control/daemon/event_loop.h"
 
 namespace strait::ctl {
 

@@ -15,8 +15,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "control/domain_xml.h"
-#include "control/switch.h"
+#include "control/lifecycle/domain_xml.h"
+#include "control/switch/switch.h"
 #include "vhost/vhost_port.h"
 
 namespace strait::ctl {

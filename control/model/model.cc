@@ -1,4 +1,4 @@
-#include "control/model.h"
+#include "control/model/model.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <random>
 #include <string_view>
 
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 namespace strait::ctl {
 namespace {

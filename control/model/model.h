@@ -13,10 +13,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "control/net_addr.h"
-#include "control/result.h"
-#include "control/secgroup.h"
-#include "control/vlan_allocator.h"
+#include "control/model/net_addr.h"
+#include "control/model/secgroup.h"
+#include "control/model/vlan_allocator.h"
+#include "dataplane/result.h"
 #include "dataplane/snapshot.h"
 
 namespace strait::ctl {
@@ -36,7 +36,7 @@ struct NetworkSpec {
 inline constexpr uint32_t kMaxVni = 16777215;
 inline constexpr uint16_t kVxlanOverhead = 50;  // outer Ethernet + IPv4 + UDP + VXLAN
 
-// What the model needs of the config's [vtep] (control/config.h).
+// What the model needs of the config's [vtep] (control/daemon/config.h).
 struct VxlanSettings {
   bool enabled = false;       // [vtep] is configured: vxlan networks may exist
   IpAddr local_ip;            // ours: never a remote VTEP

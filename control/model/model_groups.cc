@@ -3,8 +3,8 @@
 // cannot go. Every method validates fully before it changes anything.
 #include <algorithm>
 
-#include "control/json_fields.h"
-#include "control/model.h"
+#include "control/api/json_fields.h"
+#include "control/model/model.h"
 
 namespace strait::ctl {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "control/json_fields.h"
-#include "control/model.h"
+#include "control/api/json_fields.h"
+#include "control/model/model.h"
 
 namespace strait::ctl {
 namespace {

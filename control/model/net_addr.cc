@@ -1,11 +1,11 @@
-#include "control/net_addr.h"
+#include "control/model/net_addr.h"
 
 #include <arpa/inet.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 namespace strait::ctl {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

@@ -2,8 +2,8 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "control/json_fields.h"
-#include "control/model.h"
+#include "control/api/json_fields.h"
+#include "control/model/model.h"
 
 // Parsing and serialising a port's spec (model.h): field validation only, no
 // state consulted.

@@ -1,4 +1,4 @@
-#include "control/recorded_config.h"
+#include "control/model/recorded_config.h"
 
 #include <map>
 

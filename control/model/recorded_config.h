@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/config.h"
-#include "control/model.h"
-#include "control/result.h"
-#include "control/store.h"
+#include "control/daemon/config.h"
+#include "control/model/model.h"
+#include "control/model/store.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

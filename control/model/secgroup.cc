@@ -1,4 +1,4 @@
-#include "control/secgroup.h"
+#include "control/model/secgroup.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 #include <set>
 #include <string_view>
 
-#include "control/json_fields.h"
+#include "control/api/json_fields.h"
 
 namespace strait::ctl {
 namespace {

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "control/net_addr.h"
-#include "control/result.h"
+#include "control/model/net_addr.h"
+#include "dataplane/result.h"
 #include "dataplane/sg_classifier.h"
 
 namespace strait::ctl {
@@ -70,7 +70,7 @@ Result<SecurityGroupRule> parse_sg_rule(const nlohmann::json& params,
                                         const std::string& field_prefix = "");
 // security_group_rule.create: the rule's fields plus "security_group_id";
 // returns (group id, rule). "id" may be absent: the rule's id is then ""
-// and the caller gives it one (new_uuid(), control/model.h).
+// and the caller gives it one (new_uuid(), control/model/model.h).
 Result<std::pair<std::string, SecurityGroupRule>> parse_sg_rule_create(
     const nlohmann::json& params);
 // {"id", "name"?, "rules"?: [...]}. A rule's "id" may be absent here too

@@ -1,4 +1,4 @@
-#include "control/store.h"
+#include "control/model/store.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "control/model.h"
-#include "control/result.h"
+#include "control/model/model.h"
+#include "dataplane/result.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -33,7 +33,7 @@ class Store {
 
   // What the config put in force at the last start: the physnet mappings
   // and the [vtep] settings. The config file stays the operator's source;
-  // this is the record a restart compares it with (control/recorded_config.h).
+  // this is the record a restart compares it with (control/model/recorded_config.h).
   struct RecordedConfig {
     std::map<std::string, std::string> physnets;  // name -> device devargs
     std::string vtep;                             // [vtep] as JSON; empty: none
@@ -46,7 +46,7 @@ class Store {
   // state it held is lost), an SQLite file that is not Strait's (no
   // meta.schema_version) and a database of a newer schema than this build
   // knows. Takes no lock: the caller holds the state directory
-  // (control/state_dir.h).
+  // (control/daemon/state_dir.h).
   static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
   ~Store();
 

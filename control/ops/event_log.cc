@@ -1,4 +1,4 @@
-#include "control/event_log.h"
+#include "control/ops/event_log.h"
 
 #include <unistd.h>
 

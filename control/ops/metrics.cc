@@ -1,4 +1,4 @@
-#include "control/metrics.h"
+#include "control/ops/metrics.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

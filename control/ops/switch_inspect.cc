@@ -3,9 +3,9 @@
 // (a worker's flow-cache entries, copied by the worker itself between bursts).
 #include <rte_cycles.h>
 
-#include "control/frame_spec.h"
-#include "control/api_reply.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/api/frame_spec.h"
+#include "control/switch/switch.h"
 #include "dataplane/trace.h"
 
 namespace strait::ctl {

@@ -1,5 +1,5 @@
 // workers.rebalance: rx queues moved between workers by the load measured on
-// them (control/rxq_balance.h), and the automatic rebalance of the control
+// them (control/ops/rxq_balance.h), and the automatic rebalance of the control
 // tick. A queue being moved is polled by nobody for one grace period: the
 // snapshot that takes it from its old worker is live everywhere before the
 // one that gives it to its new worker is published, so two workers never
@@ -8,9 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "control/api_reply.h"
-#include "control/rxq_balance.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/ops/rxq_balance.h"
+#include "control/switch/switch.h"
 
 namespace strait::ctl {
 

@@ -1,4 +1,4 @@
-#include "control/telemetry.h"
+#include "control/ops/telemetry.h"
 
 #include <rte_pdump.h>
 #include <rte_telemetry.h>

@@ -14,8 +14,8 @@
 // and the workers are not touched beyond what `straitctl stats` reads.
 #include <cstdint>
 
-#include "control/result.h"
-#include "control/switch.h"
+#include "control/switch/switch.h"
+#include "dataplane/result.h"
 
 namespace strait::ctl {
 

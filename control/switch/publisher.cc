@@ -1,4 +1,4 @@
-#include "control/publisher.h"
+#include "control/switch/publisher.h"
 
 #include <rte_rcu_qsbr.h>
 

@@ -1,4 +1,4 @@
-#include "control/sg_cache.h"
+#include "control/switch/sg_cache.h"
 
 #include <set>
 

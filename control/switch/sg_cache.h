@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "control/model.h"
-#include "control/result.h"
-#include "control/secgroup.h"
+#include "control/model/model.h"
+#include "control/model/secgroup.h"
+#include "dataplane/result.h"
 #include "dataplane/sg_classifier.h"
 
 namespace strait::ctl {

@@ -1,4 +1,4 @@
-#include "control/snapshot_builder.h"
+#include "control/switch/snapshot_builder.h"
 
 #include <algorithm>
 #include <set>

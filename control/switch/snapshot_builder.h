@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control/model.h"
+#include "control/model/model.h"
 #include "dataplane/snapshot.h"
 
 namespace strait::ctl {

@@ -1,4 +1,4 @@
-#include "control/switch.h"
+#include "control/switch/switch.h"
 
 #include <algorithm>
 #include <set>
@@ -16,7 +16,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "control/recorded_config.h"
+#include "control/model/recorded_config.h"
 #include "vhost/vhost_port.h"
 
 namespace strait::ctl {
@@ -32,8 +32,11 @@ Switch::Switch(const Config& cfg)
       model_(cfg.physnets),
       publisher_(&shared_),
       dp_used_(dp::kMaxPorts, false),
+      learned_(dp::kMaxLearned, kMaxLearnedPerNetwork),
+      vteps_(cfg.vtep && cfg.vtep->next_hop ? std::optional(ipv4_be32(*cfg.vtep->next_hop))
+                                             : std::nullopt,
+             cfg.vtep ? cfg.vtep->next_hop_mac : std::nullopt),
       offload_(cfg.offload_rte_flow) {
-  for (uint16_t s = dp::kMaxLearned; s > 0; s--) free_learn_slots_.push_back(s - 1);
   if (cfg.vtep) model_.set_vxlan({true, cfg.vtep->local_ip, cfg.vtep->underlay_mtu});
 }
 
@@ -147,13 +150,12 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
   rt.base = port_counter_sums(idx);
   if (spec.attach.kind == Attachment::Kind::kVhost) {
     // Bound now; forwards once its guest driver is ready (drain_vhost_events).
-    std::string err;
     const auto mode = spec.attach.mode == Attachment::Mode::kServer ? vhost::Mode::kServer
                                                                      : vhost::Mode::kClient;
     const vhost::SocketOptions opts{cfg_.vhost_socket_dir, cfg_.vhost_socket_mode,
                                     cfg_.vhost_socket_owner, cfg_.vhost_socket_group};
-    if (vhost::Backend::instance().add_socket(spec.attach.path, mode, opts, &err) < 0)
-      return Error{"device_error", err};
+    if (Status st = vhost::Backend::instance().add_socket(spec.attach.path, mode, opts); !st)
+      return st.error();
     rt.dp = DpPort{idx, 0, {}, 1, false, dp::PortKind::kVhost, -1};
     rt.vhost_path = spec.attach.path;
   } else {
@@ -240,6 +242,29 @@ void Switch::stop_workers() {
   publisher_.poll();  // no worker is online: every grace period is over
 }
 
+Status Switch::apply(const Change& c) {
+  Model next = model_;
+  if (Status st = c.model(next); !st) return st;
+  auto sets = sg_.prepare(next);  // the classifiers the new model needs, built aside
+  if (!sets) return sets.error();
+  if (c.open) {
+    if (Status st = c.open(next); !st) {
+      if (c.close) c.close();
+      return st;
+    }
+  }
+  if (Status st = c.save(next); !st) {
+    if (c.close) c.close();
+    return st;
+  }
+  // Nothing below refuses.
+  model_ = std::move(next);
+  sg_.commit(std::move(*sets));
+  if (c.commit) c.commit();
+  republish();
+  return ok();
+}
+
 void Switch::republish() {
   BuildInput in;
   in.model = &model_;
@@ -248,11 +273,7 @@ void Switch::republish() {
   for (const auto& [name, u] : uplinks_) in.uplinks.emplace(name, u.dp);
   in.classifiers = sg_.classifiers();
   in.vtep = sync_vteps();
-  for (const auto& [key, l] : learned_) {
-    Mac mac;
-    for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
-    in.learned.push_back({static_cast<uint16_t>(key >> 48), mac, l.port, l.slot});
-  }
+  in.learned = learned_.entries();
   publisher_.publish(build_snapshot(in));
   // The NIC may drop a VLAN only once no snapshot maps it; a VLAN mapped now
   // gets its allow rule right away (frames the NIC dropped meanwhile were
@@ -392,15 +413,10 @@ void Switch::drain_learn_events() {
   for (auto& w : workers_) {
     dp::LearnEvent ev;
     while (w->learn_queue().pop(ev)) {
-      const uint64_t key = dp::Fdb::make_key(ev.lvlan, ev.mac);
-      if (learned_.count(key) || s->fdb.find(ev.lvlan, ev.mac)) continue;
-      size_t in_net = 0;
-      for (const auto& [k, l] : learned_) in_net += (k >> 48) == ev.lvlan;
-      if (in_net >= kMaxLearnedPerNetwork || free_learn_slots_.empty()) continue;  // flood on
-      const uint16_t slot = free_learn_slots_.back();
-      free_learn_slots_.pop_back();
-      learned_.emplace(key, Learned{ev.port, slot, now});
-      changed = true;
+      Mac mac;
+      std::copy(std::begin(ev.mac), std::end(ev.mac), mac.begin());
+      if (s->fdb.find(ev.lvlan, ev.mac)) continue;  // a bound port's, or known already
+      changed |= learned_.learn(ev.lvlan, mac, ev.port, now);
     }
   }
   if (changed) republish();
@@ -410,32 +426,18 @@ void Switch::forget_learned_of_released_vlans() {
   std::set<uint16_t> live;
   for (const auto& [id, n] : model_.networks())
     if (uint16_t v = model_.local_vlan(id)) live.insert(v);
-  for (auto it = learned_.begin(); it != learned_.end();) {
-    if (live.count(static_cast<uint16_t>(it->first >> 48))) {
-      ++it;
-    } else {
-      free_learn_slots_.push_back(it->second.slot);
-      it = learned_.erase(it);
-    }
-  }
+  learned_.keep_vlans(live);
 }
 
 void Switch::age_learned() {
   const uint32_t now = shared_.now_sec.load(std::memory_order_relaxed);
   if (now == last_age_sec_) return;
   last_age_sec_ = now;
-  bool changed = false;
-  for (auto it = learned_.begin(); it != learned_.end();) {
-    uint32_t seen = it->second.created;
-    for (auto& w : workers_) seen = std::max(seen, w->learn_seen(it->second.slot));
-    if (now - seen > cfg_.mac_aging_s) {
-      free_learn_slots_.push_back(it->second.slot);
-      it = learned_.erase(it);
-      changed = true;
-    } else {
-      ++it;
-    }
-  }
+  const bool changed = learned_.age(now, cfg_.mac_aging_s, [&](uint16_t slot) {
+    uint32_t seen = 0;
+    for (auto& w : workers_) seen = std::max(seen, w->learn_seen(slot));
+    return seen;
+  });
   if (changed) republish();
 }
 

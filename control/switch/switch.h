@@ -1,8 +1,9 @@
 #pragma once
 // The switch as the control thread sees it: desired state (Model), what is
 // live (devices, datapath indexes, learned MACs), the workers, and the
-// publisher. Every API change goes: validate all -> open devices -> commit
-// to the model -> publish one snapshot -> answer after the grace period.
+// publisher. Every change of desired state takes one path, apply(): validate
+// all -> compile -> open devices -> persist -> commit -> publish one
+// snapshot -> answer after the grace period (docs/design.md).
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -17,18 +18,20 @@
 #include <nlohmann/json.hpp>
 #include <rte_mempool.h>
 
-#include "control/capture_dev.h"
-#include "control/config.h"
-#include "control/ethdev.h"
-#include "control/event_log.h"
-#include "control/flow_offload.h"
-#include "control/libvirt_watcher.h"
-#include "control/model.h"
-#include "control/publisher.h"
-#include "control/rxq_balance.h"
-#include "control/sg_cache.h"
-#include "control/snapshot_builder.h"
-#include "control/store.h"
+#include "control/daemon/config.h"
+#include "control/devices/capture_dev.h"
+#include "control/devices/ethdev.h"
+#include "control/devices/flow_offload.h"
+#include "control/lifecycle/libvirt_watcher.h"
+#include "control/model/model.h"
+#include "control/model/store.h"
+#include "control/ops/event_log.h"
+#include "control/ops/rxq_balance.h"
+#include "control/switch/mac_table.h"
+#include "control/switch/publisher.h"
+#include "control/switch/sg_cache.h"
+#include "control/switch/snapshot_builder.h"
+#include "control/tunnel/vtep_table.h"
 #include "dataplane/worker.h"
 
 namespace strait::ctl {
@@ -51,6 +54,15 @@ class Switch {
   // Runs one API request. `done` is called exactly once: at once for
   // queries and refusals, after the grace period for changes.
   void call(const std::string& method, const nlohmann::json& params, Done done);
+  // The API's methods (control/api/switch_api.cc), in the order docs/api.md
+  // lists them; `mutating`: a change of desired or live state, logged with
+  // its outcome. events.subscribe is the API server's own.
+  struct Method {
+    const char* name;
+    void (Switch::*handler)(const nlohmann::json& params, Done done);
+    bool mutating;
+  };
+  static const std::vector<Method>& methods();
   // Control-loop tick: grace periods, learned MACs, aging. Never blocks.
   void poll();
   // Whether poll() has work waiting on a grace period (poll more often).
@@ -92,11 +104,6 @@ class Switch {
     DpPort dp;
     Ethdev dev;
   };
-  struct Learned {
-    uint16_t port;
-    uint16_t slot;
-    uint32_t created;
-  };
 
   explicit Switch(const Config& cfg);
   Status open_physnets();
@@ -110,11 +117,33 @@ class Switch {
   void free_retired_pools();
   void republish();
 
-  // API methods (switch_api.cc).
+  // One change of desired state. Each step may refuse, and a refusal at any
+  // step leaves the model, the store, the devices and the datapath as they
+  // were: `model` changes a copy of the model (validating everything), the
+  // security-group classifiers the copy needs are compiled, `open` opens the
+  // devices it needs (`close` undoes what `open` did, also part way), `save`
+  // persists it; then the copy becomes the model, `commit` records what is
+  // live, and one snapshot is published. The caller answers after the grace
+  // period (publisher_.after_grace), when every worker forwards by it.
+  struct Change {
+    std::function<Status(Model&)> model;
+    std::function<Status(const Model&)> open;
+    std::function<void()> close;
+    std::function<Status(const Model&)> save;
+    std::function<void()> commit;
+  };
+  Status apply(const Change& c);
+
+  // API methods (control/api/switch_api.cc).
   void network_create(const nlohmann::json& params, Done done);
   void network_delete(const nlohmann::json& params, Done done);
+  void network_list(const nlohmann::json& params, Done done);
   void port_bind(const nlohmann::json& params, Done done);
   Status bind_all(const std::vector<PortSpec>& specs, bool bulk);
+  void port_list(const nlohmann::json& params, Done done);
+  void port_show(const nlohmann::json& params, Done done);
+  void show_method(const nlohmann::json& params, Done done);
+  void stats_method(const nlohmann::json& params, Done done);
   void log_level(const nlohmann::json& params, Done done);
   // physnet.restart (switch_offload.cc): the NIC stopped and started with no
   // worker polling it, its rte_flow rules replayed.
@@ -130,13 +159,15 @@ class Switch {
   void sg_rule_create(const nlohmann::json& params, Done done);
   void sg_rule_delete(const nlohmann::json& params, Done done);
   void port_update(const nlohmann::json& params, Done done);
+  void security_group_list(const nlohmann::json& params, Done done);
+  void security_group_show(const nlohmann::json& params, Done done);
   nlohmann::json security_group_json(const SecurityGroup& g) const;
   // VXLAN tunnels (switch_tunnel.cc): l2population requests, tunnel.show,
   // remote VTEP indexes and their next-hop resolution by ARP.
   void tunnel_fdb_add(const nlohmann::json& params, Done done);
   void tunnel_fdb_delete(const nlohmann::json& params, Done done);
   void tunnel_flood_set(const nlohmann::json& params, Done done);
-  void tunnel_show(const nlohmann::json& params, Done done) const;
+  void tunnel_show(const nlohmann::json& params, Done done);
   // Applies a tunnel change to the network through apply() and answers once
   // it is live.
   void apply_tunnel(const std::string& network, const std::function<Status(Model&)>& change,
@@ -149,16 +180,9 @@ class Switch {
   std::optional<VtepInput> sync_vteps();
   // The remote VTEPs (IPv4, network order) the model and learned MACs name.
   std::set<uint32_t> wanted_vteps() const;
-  void release_vtep_after_grace(uint32_t ip, uint64_t token);
   // ArpEvents of every worker: a remote VTEP's next hop answered.
   void drain_arp_events();
-  uint32_t vtep_arp_ip(uint32_t vtep_ip) const;  // who to ARP for to reach it
   nlohmann::json tunnel_network_json(const NetworkSpec& n) const;
-  // Applies `change` to a copy of the model, compiles the classifiers the
-  // result needs, saves it (`save` sees the new model), and only then makes
-  // it the model and publishes it. Any failure changes nothing.
-  Status apply(const std::function<Status(Model&)>& change,
-               const std::function<Status(const Model&)>& save);
   // Conntrack: expiry and deferred reuse on the control tick; the entries of
   // a port's addresses removed once no worker runs the snapshot before now.
   void poll_conntrack();
@@ -263,8 +287,7 @@ class Switch {
   std::map<std::string, PortRuntime> ports_;  // by port id
   std::map<std::string, Uplink> uplinks_;     // by physnet
   std::vector<bool> dp_used_;
-  std::map<uint64_t, Learned> learned_;        // by Fdb::make_key
-  std::vector<uint16_t> free_learn_slots_;
+  MacTable learned_;  // MACs learned behind physnets and remote VTEPs
   EventLog events_;
   uint64_t start_tsc_ = 0;
   uint32_t last_age_sec_ = 0;
@@ -280,17 +303,7 @@ class Switch {
     Done done;
   };
   std::deque<PendingDump> dumps_;
-  // Remote VTEPs by IPv4 (network order). An index is never given to another
-  // address while a snapshot or a queued learn event may still name it.
-  struct RemoteVtepState {
-    uint16_t index = 0;
-    bool referenced = true;      // named by the model or a learned MAC
-    uint64_t release_token = 0;  // which pending release may free it
-  };
-  std::map<uint32_t, RemoteVtepState> vteps_;
-  std::vector<bool> vtep_used_ = std::vector<bool>(dp::kMaxVteps, false);
-  uint64_t vtep_tokens_ = 0;
-  std::map<uint32_t, Mac> arp_;  // next hop IPv4 (network order) -> MAC, from ArpEvents
+  VtepTable vteps_;  // remote VTEPs' indexes and next hops
   FlowOffload offload_;               // the physnet NICs' rte_flow rules, synced at republish
   std::set<std::string> restarting_;  // physnets in a physnet.restart
 };

@@ -1,13 +1,14 @@
-// Security groups, their rules and live port updates (issue 5). Each change
-// is computed on a copy of the model, compiled, saved, and only then made
-// live in one snapshot: a refused or failed request changes nothing, and
+// Security groups, their rules and live port updates. Each change goes
+// through apply() (control/switch/switch.cc): computed on a copy of the
+// model, compiled, saved, and only then made live in one snapshot: a
+// refused or failed request changes nothing, and
 // every packet sees the old rule set or the new one (F7). The reply goes out
 // once no worker runs an older snapshot: the new rules are then live.
 #include <rte_cycles.h>
 #include <spdlog/spdlog.h>
 
-#include "control/api_reply.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/switch/switch.h"
 
 namespace strait::ctl {
 namespace {
@@ -32,19 +33,6 @@ std::vector<std::array<uint8_t, 16>> ct_addresses(const PortSpec& p, const std::
 
 }  // namespace
 
-Status Switch::apply(const std::function<Status(Model&)>& change,
-                     const std::function<Status(const Model&)>& save) {
-  Model next = model_;
-  if (Status st = change(next); !st) return st;
-  auto sets = sg_.prepare(next);
-  if (!sets) return sets.error();
-  if (Status st = save(next); !st) return st;
-  model_ = std::move(next);
-  sg_.commit(std::move(*sets));
-  republish();
-  return ok();
-}
-
 json Switch::security_group_json(const SecurityGroup& g) const {
   json j = to_json(g);
   j["ports"] = model_.ports_in_group(g.id);
@@ -56,8 +44,8 @@ void Switch::security_group_create(const json& params, Done done) {
   if (!g) return done(error_reply(g.error()));
   for (SecurityGroupRule& r : g->rules)
     if (r.id.empty()) r.id = new_uuid();
-  Status st = apply([&](Model& m) { return m.add_security_group(*g); },
-                    [&](const Model&) { return store_->put_security_group(*g); });
+  Status st = apply({.model = [&](Model& m) { return m.add_security_group(*g); },
+                     .save = [&](const Model&) { return store_->put_security_group(*g); }});
   if (!st) return done(error_reply(st.error()));
   const std::string id = g->id;
   publisher_.after_grace([this, id, done = std::move(done)] {
@@ -69,8 +57,8 @@ void Switch::security_group_create(const json& params, Done done) {
 void Switch::security_group_delete(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
-  Status st = apply([&](Model& m) { return m.remove_security_group(*id); },
-                    [&](const Model&) { return store_->delete_security_group(*id); });
+  Status st = apply({.model = [&](Model& m) { return m.remove_security_group(*id); },
+                     .save = [&](const Model&) { return store_->delete_security_group(*id); }});
   if (!st) return done(error_reply(st.error()));
   publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
@@ -83,8 +71,10 @@ void Switch::sg_rule_create(const json& params, Done done) {
   const std::string& group_id = parsed->first;
   SecurityGroupRule& rule = parsed->second;
   if (rule.id.empty()) rule.id = new_uuid();
-  Status st = apply([&](Model& m) { return m.add_sg_rule(group_id, rule); },
-                    [&](const Model& m) { return store_->put_security_group(*m.security_group(group_id)); });
+  Status st = apply({.model = [&](Model& m) { return m.add_sg_rule(group_id, rule); },
+                     .save = [&](const Model& m) {
+                       return store_->put_security_group(*m.security_group(group_id));
+                     }});
   if (!st) return done(error_reply(st.error()));
   json out = to_json(rule);
   out["security_group_id"] = group_id;
@@ -95,8 +85,10 @@ void Switch::sg_rule_delete(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
   const std::string group_id = model_.group_of_rule(*id);
-  Status st = apply([&](Model& m) { return m.remove_sg_rule(*id); },
-                    [&](const Model& m) { return store_->put_security_group(*m.security_group(group_id)); });
+  Status st = apply({.model = [&](Model& m) { return m.remove_sg_rule(*id); },
+                     .save = [&](const Model& m) {
+                       return store_->put_security_group(*m.security_group(group_id));
+                     }});
   if (!st) return done(error_reply(st.error()));
   publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
@@ -108,8 +100,8 @@ void Switch::port_update(const json& params, Done done) {
   if (!spec) return done(error_reply(spec.error()));
   const PortSpec before = *model_.port(spec->id);
   const uint16_t lvlan = model_.local_vlan(spec->network);
-  Status st = apply([&](Model& m) { return m.update_port(*spec); },
-                    [&](const Model&) { return store_->put_port(*spec, lvlan); });
+  Status st = apply({.model = [&](Model& m) { return m.update_port(*spec); },
+                     .save = [&](const Model&) { return store_->put_port(*spec, lvlan); }});
   if (!st) return done(error_reply(st.error()));
   // Connections of addresses the port no longer has end with them.
   std::vector<IpAddr> gone;

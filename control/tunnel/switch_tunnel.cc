@@ -9,8 +9,8 @@
 
 #include <algorithm>
 
-#include "control/api_reply.h"
-#include "control/switch.h"
+#include "control/api/api_reply.h"
+#include "control/switch/switch.h"
 
 namespace strait::ctl {
 namespace {
@@ -23,15 +23,14 @@ std::string be32_to_string(uint32_t ip) { return ip_to_string(ipv4_from_be32(ip)
 
 void Switch::apply_tunnel(const std::string& network, const std::function<Status(Model&)>& change,
                           Done done) {
-  Status st = apply(
-      [&](Model& m) -> Status {
-        if (Status s = change(m); !s) return s;
-        return check_vtep_capacity(m);
-      },
-      [&](const Model& m) {
-        const TunnelSpec* t = m.tunnel(network);
-        return store_->put_tunnel(network, t ? *t : TunnelSpec{});
-      });
+  Status st = apply({.model = [&](Model& m) -> Status {
+                       if (Status s = change(m); !s) return s;
+                       return check_vtep_capacity(m);
+                     },
+                     .save = [&](const Model& m) {
+                       const TunnelSpec* t = m.tunnel(network);
+                       return store_->put_tunnel(network, t ? *t : TunnelSpec{});
+                     }});
   if (!st) return done(error_reply(st.error()));
   publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
@@ -63,56 +62,31 @@ void Switch::tunnel_flood_set(const json& params, Done done) {
 }
 
 Status Switch::check_vtep_capacity(const Model& m) const {
-  size_t fresh = 0;
-  for (const IpAddr& ip : m.remote_vteps()) fresh += !vteps_.count(ipv4_be32(ip));
-  // Indexes on their way back (given up less than two grace periods ago)
-  // are still taken.
-  if (vteps_.size() + fresh > dp::kMaxVteps)
-    return exhausted("remote VTEPs: all " + std::to_string(dp::kMaxVteps) +
-                     " VTEP indexes are in use (some free up shortly after VTEPs are removed)");
-  return ok();
-}
-
-uint32_t Switch::vtep_arp_ip(uint32_t vtep_ip) const {
-  return cfg_.vtep && cfg_.vtep->next_hop ? ipv4_be32(*cfg_.vtep->next_hop) : vtep_ip;
+  std::set<uint32_t> ips;
+  for (const IpAddr& ip : m.remote_vteps()) ips.insert(ipv4_be32(ip));
+  return vteps_.check_capacity(ips);
 }
 
 std::set<uint32_t> Switch::wanted_vteps() const {
   std::set<uint32_t> want;
   for (const IpAddr& ip : model_.remote_vteps()) want.insert(ipv4_be32(ip));
   // A MAC learned behind a VTEP keeps its index until it ages out.
-  for (const auto& [key, l] : learned_) {
-    if (!dp::is_vtep_port(l.port)) continue;
-    for (const auto& [ip, v] : vteps_)
-      if (v.index == l.port - dp::kVtepPortBase) want.insert(ip);
-  }
+  for (const LearnedMac& l : learned_.entries())
+    if (dp::is_vtep_port(l.port))
+      if (auto ip = vteps_.ip_of(static_cast<uint16_t>(l.port - dp::kVtepPortBase))) want.insert(*ip);
   return want;
 }
 
 std::optional<VtepInput> Switch::sync_vteps() {
   if (!cfg_.vtep) return std::nullopt;
-  const std::set<uint32_t> want = wanted_vteps();
-  for (auto& [ip, v] : vteps_) {
-    if (want.count(ip)) {
-      v.referenced = true;
-      v.release_token = 0;
-    } else if (v.referenced) {
-      v.referenced = false;
-      v.release_token = ++vtep_tokens_;
-      release_vtep_after_grace(ip, v.release_token);
-    }
-  }
-  for (uint32_t ip : want) {
-    if (vteps_.count(ip)) continue;
-    auto slot = std::find(vtep_used_.begin(), vtep_used_.end(), false);
-    if (slot == vtep_used_.end()) {  // check_vtep_capacity keeps this from happening
-      spdlog::error("remote VTEP {}: no free VTEP index", be32_to_string(ip));
-      continue;
-    }
-    *slot = true;
-    vteps_[ip].index = static_cast<uint16_t>(slot - vtep_used_.begin());
-  }
-
+  // Two grace periods before an unwanted VTEP's index is free: after the
+  // first no worker runs a snapshot that names the VTEP; the learn events
+  // such snapshots produced are drained by the next poll, so after the
+  // second nothing can name the index any more.
+  for (const auto& unwanted : vteps_.sync(wanted_vteps()))
+    publisher_.after_grace([this, unwanted] {
+      publisher_.after_grace([this, unwanted] { vteps_.release(unwanted.first, unwanted.second); });
+    });
   VtepInput in;
   const VtepSettings& cfg = *cfg_.vtep;
   in.physnet = cfg.physnet;
@@ -125,41 +99,8 @@ std::optional<VtepInput> Switch::sync_vteps() {
     if (rte_eth_macaddr_get(up->second.dev.port_id, &mac) == 0)
       std::copy(mac.addr_bytes, mac.addr_bytes + 6, in.config.mac);
   }
-  for (const auto& [ip, v] : vteps_) {
-    if (!v.referenced) continue;  // no longer in the datapath; its index is not yet free
-    if (in.remotes.size() <= v.index) in.remotes.resize(v.index + 1);
-    dp::RemoteVtep& r = in.remotes[v.index];
-    r.present = true;
-    r.ip = ip;
-    r.arp_ip = vtep_arp_ip(ip);
-    if (cfg.next_hop_mac) {
-      r.resolved = true;
-      std::copy(cfg.next_hop_mac->begin(), cfg.next_hop_mac->end(), r.next_hop_mac);
-    } else if (auto a = arp_.find(r.arp_ip); a != arp_.end()) {
-      r.resolved = true;
-      std::copy(a->second.begin(), a->second.end(), r.next_hop_mac);
-    }
-    in.index.emplace(ip, v.index);
-  }
+  vteps_.fill(in);
   return in;
-}
-
-// Two grace periods: after the first no worker runs a snapshot that names
-// the VTEP; the learn events such snapshots produced are drained by the
-// next poll, so after the second nothing can name the index any more.
-void Switch::release_vtep_after_grace(uint32_t ip, uint64_t token) {
-  publisher_.after_grace([this, ip, token] {
-    publisher_.after_grace([this, ip, token] {
-      auto it = vteps_.find(ip);
-      if (it == vteps_.end() || it->second.referenced || it->second.release_token != token) return;
-      vtep_used_[it->second.index] = false;
-      vteps_.erase(it);
-      const uint32_t arp_ip = vtep_arp_ip(ip);
-      if (std::none_of(vteps_.begin(), vteps_.end(),
-                       [&](const auto& kv) { return vtep_arp_ip(kv.first) == arp_ip; }))
-        arp_.erase(arp_ip);
-    });
-  });
 }
 
 void Switch::drain_arp_events() {
@@ -167,21 +108,9 @@ void Switch::drain_arp_events() {
   for (auto& w : workers_) {
     dp::ArpEvent ev;
     while (w->arp_queue().pop(ev)) {
-      if (!cfg_.vtep || cfg_.vtep->next_hop_mac) continue;  // static next hop: no ARP
-      const bool wanted = std::any_of(vteps_.begin(), vteps_.end(), [&](const auto& kv) {
-        return kv.second.referenced && vtep_arp_ip(kv.first) == ev.ip;
-      });
-      if (!wanted) continue;
       Mac mac;
       std::copy(ev.mac, ev.mac + 6, mac.begin());
-      auto [it, fresh] = arp_.try_emplace(ev.ip, mac);
-      if (!fresh && it->second == mac) continue;
-      if (!fresh)
-        spdlog::info("VTEP next hop {} moved to {}", be32_to_string(ev.ip), mac_to_string(mac));
-      else
-        spdlog::info("VTEP next hop {} is at {}", be32_to_string(ev.ip), mac_to_string(mac));
-      it->second = mac;
-      changed = true;
+      changed |= cfg_.vtep && vteps_.on_arp(ev.ip, mac);
     }
   }
   if (changed) republish();
@@ -199,20 +128,18 @@ json Switch::tunnel_network_json(const NetworkSpec& n) const {
     }
     for (const IpAddr& ip : t->flood) flood.push_back(ip_to_string(ip));
   }
-  for (const auto& [key, l] : learned_) {
-    if (lvlan == 0 || (key >> 48) != lvlan || !dp::is_vtep_port(l.port)) continue;
-    Mac mac;
-    for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
-    json vtep = nullptr;
-    for (const auto& [ip, v] : vteps_)
-      if (v.index == l.port - dp::kVtepPortBase) vtep = be32_to_string(ip);
+  for (const LearnedMac& l : learned_.entries()) {
+    if (lvlan == 0 || l.lvlan != lvlan || !dp::is_vtep_port(l.port)) continue;
+    const Mac& mac = l.mac;
+    auto ip = vteps_.ip_of(static_cast<uint16_t>(l.port - dp::kVtepPortBase));
+    const json vtep = ip ? json(be32_to_string(*ip)) : json(nullptr);
     fdb.push_back({{"mac", mac_to_string(mac)}, {"vtep", vtep}, {"ip", nullptr}, {"learned", true}});
   }
   return {{"id", n.id}, {"vni", n.seg_id}, {"local_vlan", lvlan}, {"arp_responder", n.arp_responder},
           {"fdb", fdb}, {"flood", flood}};
 }
 
-void Switch::tunnel_show(const json& params, Done done) const {
+void Switch::tunnel_show(const json& params, Done done) {
   if (!params.is_null() && !params.is_object())
     return done(error_reply(invalid("params: expected an object")));
   std::string only;
@@ -243,14 +170,14 @@ void Switch::tunnel_show(const json& params, Done done) const {
     // (A network deleted since the last snapshot no longer names its VTEPs.)
     const std::set<uint32_t> want = wanted_vteps();
     std::map<IpAddr, json> by_ip;
-    for (const auto& [ip, v] : vteps_) {
+    for (const auto [ip, index] : vteps_.live()) {
       if (!want.count(ip)) continue;
-      const dp::RemoteVtep* r = s->vtep_of(static_cast<uint16_t>(dp::kVtepPortBase + v.index));
-      if (!v.referenced || !r || r->ip != ip) continue;
+      const dp::RemoteVtep* r = s->vtep_of(static_cast<uint16_t>(dp::kVtepPortBase + index));
+      if (!r || r->ip != ip) continue;
       const bool resolved = r->resolved;
       by_ip[ipv4_from_be32(ip)] = {
           {"ip", be32_to_string(ip)},
-          {"index", v.index},
+          {"index", index},
           {"next_hop", be32_to_string(r->arp_ip)},
           {"resolved", resolved},
           {"mac", resolved ? json(mac_to_string({r->next_hop_mac[0], r->next_hop_mac[1],

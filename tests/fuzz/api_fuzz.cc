@@ -1,6 +1,6 @@
-// The API intake: request lines as a client sends them (control/api_server.h
+// The API intake: request lines as a client sends them (control/api/api_server.h
 // decode_request), the parameters of each state-changing method parsed as
-// straitd parses them, and applied to a Model (control/model.h). Checks,
+// straitd parses them, and applied to a Model (control/model/model.h). Checks,
 // besides no crash:
 //  - every refusal has a known code and a message a reply can carry;
 //  - a refused request changes nothing (the model before and after are equal);
@@ -20,15 +20,16 @@
 #include <string_view>
 #include <vector>
 
-#include "control/api_reply.h"
-#include "control/api_server.h"
-#include "control/model.h"
-#include "control/secgroup.h"
+#include "control/api/api_reply.h"
+#include "control/api/api_server.h"
+#include "control/model/model.h"
+#include "control/model/secgroup.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/model_dump.h"
 
 namespace {
 
+using namespace strait;
 using namespace strait::ctl;
 using nlohmann::json;
 using strait::test::dump;

@@ -1,10 +1,10 @@
-// straitd's config file (control/config.h) from any text: a Config or an
+// straitd's config file (control/daemon/config.h) from any text: a Config or an
 // error that names the file, never a crash or an exception.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "control/config.h"
+#include "control/daemon/config.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// libvirt domain XML (control/domain_xml.h) from any text, and each
+// libvirt domain XML (control/lifecycle/domain_xml.h) from any text, and each
 // vhost-user interface it finds matched against a model with a few bound
 // ports: a result or an error, never a crash or an exception.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/domain_xml.h"
+#include "control/lifecycle/domain_xml.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

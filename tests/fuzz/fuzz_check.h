@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "control/result.h"
+#include "dataplane/result.h"
 
 namespace strait::fuzz {
 
@@ -31,7 +31,7 @@ inline bool valid_utf8(const std::string& s) {
 
 // An error as the API and the logs show it: a known code, a message that
 // says something and can be sent.
-inline void check_error(const ctl::Error& e) {
+inline void check_error(const Error& e) {
   static const char* const kCodes[] = {"invalid_argument", "not_found",          "already_exists",
                                        "conflict",         "resource_exhausted", "device_error",
                                        "internal",         "failed_precondition"};
