@@ -3,13 +3,14 @@
 // way through a worker, step by step, without sending it or touching any
 // flow cache. Runs on the control thread against a snapshot it holds.
 //
-// The verdict is the worker's own: trace_frame runs the real parser and
-// pipeline_decide, then expands the action the way Worker::execute does. The
-// steps explain that verdict by reading the same snapshot tables; if the two
-// ever disagree, the result says so (TraceResult::consistent) rather than
-// showing an explanation of a decision the datapath does not make.
-// pipeline_decide itself carries no tracing hooks, so its hot path is as it
-// was.
+// It runs the worker's own code: the real parser, and the pipeline's
+// decisions (pipeline_impl.h) with a tracer that records each step in words
+// as the code takes it; the worker runs the same code with an empty tracer,
+// compiled away. Then the action is expanded the way Worker::execute does.
+// The rules of a new connection, which the worker defers, are worded where
+// the pipeline meets them; if what they say ever disagrees with the verdict,
+// or a drop has no step that says why, the result says so
+// (TraceResult::consistent).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,7 +78,7 @@ struct TraceResult {
   // connection: trace does not consult conntrack, and packets of tracked
   // connections (replies, related ICMP errors) pass even when it says drop.
   bool tracked = false;
-  bool consistent = true;        // steps and verdict agree (always, unless a bug)
+  bool consistent = true;        // the steps arrive at the verdict (always, unless a bug)
 };
 
 // Traces `len` contiguous bytes received on datapath port `in_port`.
