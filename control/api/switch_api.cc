@@ -215,11 +215,11 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
       },
       .open = [&](const Model&) -> Status {
         for (size_t i = 0; i < specs.size(); i++) {
-          auto idx = alloc_dp();
+          auto idx = slots_.alloc_index();
           if (!idx) return where(i, exhausted("no free datapath port index"));
           auto rt = attach(specs[i], *idx);
           if (!rt) {
-            free_dp(*idx);
+            slots_.free_index(*idx);
             return where(i, rt.error());
           }
           made.push_back(std::move(*rt));
@@ -228,9 +228,9 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
       },
       .close = [&] {
         for (auto it = made.rbegin(); it != made.rend(); ++it) {
-          for (uint16_t w : it->dp.rxq_worker) rxq_load_[w]--;
+          slots_.release_rx_queues(it->dp.rxq_worker);
           detach(*it);
-          free_dp(it->dp.dp);
+          slots_.free_index(it->dp.dp);
         }
         made.clear();
       },
@@ -265,13 +265,13 @@ void Switch::port_unbind(const json& params, Done done) {
       .commit = [&] {
         // Its connections go with it; the whole zone when the network leaves.
         if (model_.local_vlan(saved.network) == 0) {
-          publisher_.after_grace([this, lvlan] { ct_->flush_zone(lvlan); });
+          ct_->flush_zone_after_grace(lvlan);
         } else {
-          flush_conntrack_after_grace(saved, lvlan);
+          ct_->flush_port_after_grace(saved, lvlan);
         }
         rt = std::move(it->second);
         ports_.erase(it);
-        for (uint16_t w : rt.dp.rxq_worker) rxq_load_[w]--;
+        slots_.release_rx_queues(rt.dp.rxq_worker);
         forget_learned_of_released_vlans();
       },
   });
@@ -280,7 +280,7 @@ void Switch::port_unbind(const json& params, Done done) {
   // snapshot that polls or sends to it.
   publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id = saved.id]() {
     detach(rt);
-    free_dp(rt.dp.dp);
+    slots_.free_index(rt.dp.dp);
     if (rt.dp.live) emit("port-down", port_id);
     emit("port-unbound", port_id);
     done(ok_reply(json::object()));
@@ -366,7 +366,7 @@ json Switch::show() const {
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
           {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()},
           {"mempool", mempool_json()}, {"memory", eal_memory_json()},
-          {"conntrack", conntrack_json()},
+          {"conntrack", ct_->json()},
           {"security_groups", sg_json()},
           {"recorded_config", recorded_config_json(recorded_)},
           {"rebalance", {{"interval_s", cfg_.rebalance_interval_s},
@@ -448,7 +448,7 @@ json Switch::stats() const {
   }
   return {{"generation", publisher_.generation()}, {"tsc_hz", rte_get_tsc_hz()},
           {"ports", ports}, {"workers", workers}, {"drops", drops_json(total, 0)},
-          {"conntrack", conntrack_json()}};
+          {"conntrack", ct_->json()}};
 }
 
 }  // namespace strait::ctl

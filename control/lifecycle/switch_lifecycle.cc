@@ -209,7 +209,7 @@ void Switch::take_down(const std::string& id, PortRuntime& p) {
   // The instance is gone or stopped: so are its connections (the binding
   // and rules stay for its next start).
   if (const PortSpec* spec = model_.port(id))
-    flush_conntrack_after_grace(*spec, model_.local_vlan(spec->network));
+    ct_->flush_port_after_grace(*spec, model_.local_vlan(spec->network));
   if (!p.dp.live || p.dp.kind != dp::PortKind::kVhost) return;
   p.dp.live = false;
   p.announced = false;

@@ -114,8 +114,7 @@ void Switch::move_rx_queues(const RebalancePlan& plan, std::function<void()> the
     DpPort& p = *plan.queues[i].port;
     p.rxq_worker[l.queue] = to;
     p.rxq_paused |= 1u << l.queue;
-    rxq_load_[l.worker]--;
-    rxq_load_[to]++;
+    slots_.move_rx_queue(l.worker, to);
     spdlog::info("rx queue {} of {}: worker {} -> {}", l.queue, plan.queues[i].name, l.worker, to);
     any = true;
   }

@@ -31,7 +31,7 @@ Switch::Switch(const Config& cfg)
     : cfg_(cfg),
       model_(cfg.physnets),
       publisher_(&shared_),
-      dp_used_(dp::kMaxPorts, false),
+      slots_(dp::kMaxPorts, static_cast<uint16_t>(cfg.worker_lcores.size())),
       learned_(dp::kMaxLearned, kMaxLearnedPerNetwork),
       vteps_(cfg.vtep && cfg.vtep->next_hop ? std::optional(ipv4_be32(*cfg.vtep->next_hop))
                                              : std::nullopt,
@@ -75,13 +75,12 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   ctc.capacity = cfg.ct_capacity;
   ctc.n_workers = n_workers;
   ctc.tcp_loose = cfg.ct_tcp_loose;
-  sw->ct_ = std::make_unique<dp::Conntrack>(ctc);
-  sw->shared_.ct = sw->ct_.get();
+  sw->ct_ = std::make_unique<ConntrackUpkeep>(ctc, sw->publisher_);
+  sw->shared_.ct = &sw->ct_->table();
   spdlog::info("conntrack: {} entries", ctc.capacity);
   for (uint16_t w = 0; w < n_workers; w++)
     sw->workers_.push_back(std::make_unique<dp::Worker>(
         w, cfg.worker_lcores[w], &sw->shared_, cfg.flow_cache_entries, cfg.idle_sleep_us));
-  sw->rxq_load_.assign(n_workers, 0);
   vhost::set_control_thread();
   vhost::Backend::instance().notify_fd();
   sw->start_tsc_ = rte_rdtsc();
@@ -120,7 +119,7 @@ Status Switch::restore(const Store::Saved& saved) {
   for (const auto& [spec, lvlan] : saved.ports) {
     if (Status st = model_.restore_port(spec, lvlan); !st)
       return Error{st.error().code, store_->path() + ": port " + spec.id + ": " + st.error().message};
-    auto idx = alloc_dp();
+    auto idx = slots_.alloc_index();
     if (!idx) return exhausted("restoring port " + spec.id + ": no free datapath port index");
     auto rt = attach(spec, *idx);
     if (!rt) {
@@ -161,7 +160,7 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
   } else {
     auto dev = open_ethdev(spec.attach.devargs, static_cast<uint16_t>(workers_.size()));
     if (!dev) return dev.error();
-    rt.dp = DpPort{idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true};
+    rt.dp = DpPort{idx, dev->port_id, slots_.assign_rx_queues(dev->n_rxq), dev->n_txq, true};
     rt.dev = *dev;
   }
   rt.has_device = true;
@@ -219,8 +218,8 @@ Status Switch::open_physnets() {
   for (const auto& [name, devargs] : cfg_.physnets) {
     auto dev = open_ethdev(devargs, static_cast<uint16_t>(workers_.size()));
     if (!dev) return Error{"device_error", "physnets." + name + ".device: " + dev.error().message};
-    auto idx = alloc_dp();
-    Uplink u{DpPort{*idx, dev->port_id, assign_rx_queues(dev->n_rxq), dev->n_txq, true}, *dev};
+    auto idx = slots_.alloc_index();
+    Uplink u{DpPort{*idx, dev->port_id, slots_.assign_rx_queues(dev->n_rxq), dev->n_txq, true}, *dev};
     uplinks_.emplace(name, std::move(u));
     offload_.add_port(name, dev->port_id, dev->n_rxq);
   }
@@ -281,31 +280,6 @@ void Switch::republish() {
   offload_.sync_all(model_);
 }
 
-std::optional<uint16_t> Switch::alloc_dp() {
-  for (uint16_t i = 0; i < dp::kMaxPorts; i++)
-    if (!dp_used_[i]) {
-      dp_used_[i] = true;
-      return i;
-    }
-  return std::nullopt;
-}
-
-void Switch::free_dp(uint16_t dp) { dp_used_[dp] = false; }
-
-// Each rx queue goes to the worker owning the fewest, and stays there until
-// its port goes: two workers must never poll one queue, which moving it
-// between snapshots could cause while both generations are live.
-std::vector<uint16_t> Switch::assign_rx_queues(uint16_t n_rxq) {
-  std::vector<uint16_t> owner;
-  for (uint16_t q = 0; q < n_rxq; q++) {
-    auto w = static_cast<uint16_t>(
-        std::min_element(rxq_load_.begin(), rxq_load_.end()) - rxq_load_.begin());
-    rxq_load_[w]++;
-    owner.push_back(w);
-  }
-  return owner;
-}
-
 void Switch::poll() {
   shared_.now_sec.store(static_cast<uint32_t>((rte_rdtsc() - start_tsc_) / rte_get_tsc_hz()),
                         std::memory_order_relaxed);
@@ -315,7 +289,7 @@ void Switch::poll() {
   drain_arp_events();
   age_learned();
   poll_cache_dumps();
-  poll_conntrack();
+  ct_->poll();
   poll_rebalance(shared_.now_sec.load(std::memory_order_relaxed));
   free_retired_pools();
 }
@@ -349,13 +323,13 @@ void Switch::drain_vhost_events() {
         continue;
       }
       if (p->dp.vid >= 0) {  // a stale device we never saw go: replace it
-        for (uint16_t w : p->dp.rxq_worker) rxq_load_[w]--;
+        slots_.release_rx_queues(p->dp.rxq_worker);
       }
       const uint16_t nq = std::clamp<uint16_t>(rte_vhost_get_vring_num(ev.vid) / 2, 1,
                                                dp::kMaxVhostQueues);
       p->dp.vid = ev.vid;
       p->dp.n_txq = nq;
-      p->dp.rxq_worker = assign_rx_queues(nq);
+      p->dp.rxq_worker = slots_.assign_rx_queues(nq);
       p->dp.rxq_paused = 0;
       p->dp.live = true;
       spdlog::info("port {}: vhost device {} ready, {} queue pair(s)", id, ev.vid, nq);
@@ -382,7 +356,7 @@ void Switch::drain_vhost_events() {
 }
 
 void Switch::forget_vhost_device(PortRuntime& p) {
-  for (uint16_t w : p.dp.rxq_worker) rxq_load_[w]--;
+  slots_.release_rx_queues(p.dp.rxq_worker);
   p.dp.rxq_worker.clear();
   p.dp.vid = -1;
   p.dp.live = false;

@@ -27,7 +27,9 @@
 #include "control/model/store.h"
 #include "control/ops/event_log.h"
 #include "control/ops/rxq_balance.h"
+#include "control/switch/conntrack_upkeep.h"
 #include "control/switch/mac_table.h"
+#include "control/switch/port_slots.h"
 #include "control/switch/publisher.h"
 #include "control/switch/sg_cache.h"
 #include "control/switch/snapshot_builder.h"
@@ -183,14 +185,6 @@ class Switch {
   // ArpEvents of every worker: a remote VTEP's next hop answered.
   void drain_arp_events();
   nlohmann::json tunnel_network_json(const NetworkSpec& n) const;
-  // Conntrack: expiry and deferred reuse on the control tick; the entries of
-  // a port's addresses removed once no worker runs the snapshot before now.
-  void poll_conntrack();
-  // Queues the flush of a port's addresses (all, or `only`) in zone lvlan for
-  // when the snapshot published now is live everywhere.
-  void flush_conntrack_after_grace(const PortSpec& p, uint16_t lvlan,
-                                   std::vector<IpAddr> only = {});
-  nlohmann::json conntrack_json() const;
   nlohmann::json sg_json() const;  // compiled group sets, for show
   // Observability (switch_inspect.cc): trace and cache.dump.
   void trace(const nlohmann::json& params, Done done);
@@ -200,9 +194,6 @@ class Switch {
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;
 
-  std::optional<uint16_t> alloc_dp();
-  void free_dp(uint16_t dp);
-  std::vector<uint16_t> assign_rx_queues(uint16_t n_rxq);
   // Rx queue loads and their rebalance (switch_rebalance.cc).
   struct RxqRef {
     std::string name;  // port id, or physnet:NAME
@@ -260,16 +251,7 @@ class Switch {
   Config cfg_;
   Model model_;
   SgCache sg_;
-  std::unique_ptr<dp::Conntrack> ct_;
-  bool ct_retiring_ = false;  // a batch of removed entries waits for a grace period
-  uint64_t ct_last_expire_ms_ = 0;
-  // New connections per second (created + reopened) over the last second,
-  // sampled by poll_conntrack: the counters at the sample, and the rate.
-  uint64_t ct_rate_ms_ = 0, ct_rate_opened_ = 0;
-  double ct_new_per_s_ = 0;
-  // Addresses whose connections go at the next poll_conntrack, by zone:
-  // their grace period is over.
-  std::map<uint16_t, std::vector<std::array<uint8_t, 16>>> ct_flush_ready_;
+  std::unique_ptr<ConntrackUpkeep> ct_;  // the conntrack table and its upkeep
   std::unique_ptr<Store> store_;
   Store::RecordedConfig recorded_;  // physnets and [vtep] in force, as recorded at start
   dp::DataplaneShared shared_;
@@ -277,7 +259,6 @@ class Switch {
   rte_mempool* pool_ = nullptr;              // shared: vhost rx, copies, tunnel headers
   std::vector<rte_mempool*> retired_pools_;  // of closed ethdevs, until their buffers are back
   std::vector<std::unique_ptr<dp::Worker>> workers_;
-  std::vector<uint32_t> rxq_load_;  // rx queues owned per worker
   std::map<uint64_t, uint64_t> rxq_base_;  // (dp << 16 | queue) -> rxq_cycles at the window's start
   bool rebalancing_ = false;               // queues are being moved
   uint32_t last_rebalance_sec_ = 0;        // the automatic one's last look
@@ -286,7 +267,7 @@ class Switch {
 
   std::map<std::string, PortRuntime> ports_;  // by port id
   std::map<std::string, Uplink> uplinks_;     // by physnet
-  std::vector<bool> dp_used_;
+  PortSlots slots_;  // datapath port indexes, rx queues per worker
   MacTable learned_;  // MACs learned behind physnets and remote VTEPs
   EventLog events_;
   uint64_t start_tsc_ = 0;

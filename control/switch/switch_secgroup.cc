@@ -15,22 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// The addresses conntrack knows a port by: fixed IPs, host-address pairs,
-// its IPv6 link-local address.
-std::vector<std::array<uint8_t, 16>> ct_addresses(const PortSpec& p, const std::vector<IpAddr>* only) {
-  std::vector<std::array<uint8_t, 16>> out;
-  auto want = [&](const IpAddr& a) {
-    return !only || std::find(only->begin(), only->end(), a) != only->end();
-  };
-  for (const IpAddr& a : p.fixed_ips)
-    if (want(a)) out.push_back(a.bytes);
-  for (const AddressPair& ap : p.allowed_address_pairs)
-    if (ap.ip_address.len == (ap.ip_address.addr.family == 4 ? 32 : 128) && want(ap.ip_address.addr))
-      out.push_back(ap.ip_address.addr.bytes);
-  if (!only) out.push_back(ipv6_link_local(p.mac).bytes);
-  return out;
-}
-
 }  // namespace
 
 json Switch::security_group_json(const SecurityGroup& g) const {
@@ -108,62 +92,12 @@ void Switch::port_update(const json& params, Done done) {
   for (const IpAddr& a : before.fixed_ips)
     if (std::find(spec->fixed_ips.begin(), spec->fixed_ips.end(), a) == spec->fixed_ips.end())
       gone.push_back(a);
-  if (!gone.empty()) flush_conntrack_after_grace(before, lvlan, std::move(gone));
+  if (!gone.empty()) ct_->flush_port_after_grace(before, lvlan, std::move(gone));
   const std::string id = spec->id;
   publisher_.after_grace([this, id, done = std::move(done)] {
     const PortSpec* p = model_.port(id);
     done(p ? ok_reply(port_json(*p)) : error_reply(not_found("port " + id + " was unbound")));
   });
-}
-
-void Switch::poll_conntrack() {
-  // Addresses whose flush passed its grace period this tick (a libvirt
-  // listing can stop hundreds of ports at once): one table walk per network.
-  for (auto& [zone, addrs] : ct_flush_ready_) {
-    const uint32_t n = ct_->flush_addresses(zone, addrs);
-    if (n) spdlog::info("{} connection(s) of {} address(es) flushed in local VLAN {}", n, addrs.size(), zone);
-  }
-  ct_flush_ready_.clear();
-  const uint64_t now = dp::ct_now_ms();  // the workers' clock
-  if (now - ct_rate_ms_ >= 1000) {
-    const dp::CtStats s = ct_->stats();
-    const uint64_t opened = s.created + s.reopened;
-    if (ct_rate_ms_)
-      ct_new_per_s_ = double(opened - ct_rate_opened_) * 1000.0 / double(now - ct_rate_ms_);
-    ct_rate_ms_ = now;
-    ct_rate_opened_ = opened;
-  }
-  if (now - ct_last_expire_ms_ < 100) return;
-  ct_last_expire_ms_ = now;
-  // A slice of the table every 100 ms: all of it every ~5 s, never a long
-  // pause of the control loop.
-  ct_->expire(now, std::max<uint32_t>(1024, ct_->capacity() / 7 / 50));
-  if (!ct_retiring_ && ct_->retire_begin()) {
-    ct_retiring_ = true;
-    publisher_.after_grace([this] {
-      ct_->retire_end();
-      ct_retiring_ = false;
-    });
-  }
-}
-
-void Switch::flush_conntrack_after_grace(const PortSpec& p, uint16_t lvlan, std::vector<IpAddr> only) {
-  if (lvlan == 0) return;
-  auto addrs = ct_addresses(p, only.empty() ? nullptr : &only);
-  // After the snapshot that stopped the port is live: no worker can open a
-  // connection for it again behind the flush (done by poll_conntrack).
-  publisher_.after_grace([this, lvlan, addrs = std::move(addrs)] {
-    auto& ready = ct_flush_ready_[lvlan];
-    ready.insert(ready.end(), addrs.begin(), addrs.end());
-  });
-}
-
-json Switch::conntrack_json() const {
-  const dp::CtStats s = ct_->stats();
-  return {{"capacity", ct_->capacity()}, {"entries", s.entries},  {"created", s.created},
-          {"reopened", s.reopened},      {"refused_full", s.refused_full},
-          {"invalid", s.invalid},        {"expired", s.expired},  {"flushed", s.flushed},
-          {"new_per_s", ct_new_per_s_}};
 }
 
 json Switch::sg_json() const {
