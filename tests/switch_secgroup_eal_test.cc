@@ -1,8 +1,9 @@
 // Security groups through the whole switch: API -> model -> compiled
 // classifier -> snapshot -> worker -> conntrack, over net_ring ports with
-// frames made by scapy. What a tenant sees: which frames arrive.
+// frames made by tests/frame_builder.h. What a tenant sees: which frames arrive.
 #include <gtest/gtest.h>
 
+#include "tests/frame_builder.h"
 #include "tests/switch_harness.h"
 
 namespace strait::test {
@@ -20,12 +21,13 @@ std::string uuid(int n) {
   return buf;
 }
 
-// One TCP segment as scapy writes it.
-std::string tcp(const char* smac, const char* dmac, const char* sip, const char* dip, int sport,
-                int dport, const char* flags) {
-  return std::string("Ether(src='") + smac + "', dst='" + dmac + "')/IP(src='" + sip +
-         "', dst='" + dip + "')/TCP(sport=" + std::to_string(sport) +
-         ", dport=" + std::to_string(dport) + ", flags='" + flags + "')/('x'*20)";
+// TCP's flag bits.
+constexpr uint8_t kSyn = 0x02, kAck = 0x10, kPsh = 0x08;
+
+// One TCP segment with 20 bytes of payload.
+Frame tcp(const char* smac, const char* dmac, const char* sip, const char* dip, uint16_t sport,
+          uint16_t dport, uint8_t flags) {
+  return Eth(smac, dmac).ipv4(sip, dip).tcp(sport, dport, flags).fill('x', 20);
 }
 
 class SecGroupTest : public ::testing::Test {
@@ -53,8 +55,8 @@ class SecGroupTest : public ::testing::Test {
     return h_->ok("security_group_rule.create", extra);
   }
   // Sends `frames` from `from` and returns what `to` received within a short wait.
-  size_t pass(RingPort& from, RingPort& to, const std::string& frames, size_t expect) {
-    from.send(scapy("[" + frames + "]"));
+  size_t pass(RingPort& from, RingPort& to, const std::vector<Frame>& frames, size_t expect) {
+    from.send(frames);
     auto got = to.wait_for(expect, std::chrono::milliseconds(expect ? 2000 : 200));
     h_->pump(std::chrono::milliseconds(10));
     to.take();
@@ -75,17 +77,17 @@ TEST_F(SecGroupTest, StatefulTcpBetweenTwoVmsOnOneHostF9) {
   RingPort& a = bind(1, kMacA, "10.0.0.1", {"client"});
   RingPort& b = bind(2, kMacB, "10.0.0.2", {"ssh"});
 
-  EXPECT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, "S"), 1), 1u);
-  EXPECT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, "SA"), 1), 1u);
-  EXPECT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, "A"), 1), 1u);
-  EXPECT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, "PA"), 1), 1u);
+  EXPECT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kSyn)}, 1), 1u);
+  EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kSyn | kAck)}, 1), 1u);
+  EXPECT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kAck)}, 1), 1u);
+  EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kPsh | kAck)}, 1), 1u);
   // Not allowed to B: port 80. Not allowed from B: any new connection.
-  EXPECT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40001, 80, "S"), 0), 0u);
+  EXPECT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40001, 80, kSyn)}, 0), 0u);
   EXPECT_EQ(h_->drops("sg_ingress_denied"), 1u);
-  EXPECT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40002, "S"), 0), 0u);
+  EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40002, kSyn)}, 0), 0u);
   EXPECT_EQ(h_->drops("sg_egress_denied"), 1u);
   // A SYN-ACK of no connection opens nothing.
-  EXPECT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40003, "SA"), 0), 0u);
+  EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40003, kSyn | kAck)}, 0), 0u);
   EXPECT_EQ(h_->drops("ct_invalid"), 1u);
   EXPECT_GE(h_->ok("stats")["conntrack"]["entries"].get<uint64_t>(), 1u);
 }
@@ -99,20 +101,20 @@ TEST_F(SecGroupTest, RuleRemovalEndsConnectionAndReAddRestoresItF10) {
   json r = rule("ssh", "ingress", {{"protocol", "tcp"}, {"port_range_min", 22}, {"port_range_max", 22}});
   RingPort& a = bind(1, kMacA, "10.0.0.1", {"client"});
   RingPort& b = bind(2, kMacB, "10.0.0.2", {"ssh"});
-  ASSERT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, "S"), 1), 1u);
-  ASSERT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, "SA"), 1), 1u);
-  ASSERT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, "A"), 1), 1u);
+  ASSERT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kSyn)}, 1), 1u);
+  ASSERT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kSyn | kAck)}, 1), 1u);
+  ASSERT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kAck)}, 1), 1u);
 
   h_->ok("security_group_rule.delete", {{"id", r["id"]}});
   // The reply direction meets the change first: the connection ends.
-  EXPECT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, "PA"), 0), 0u);
+  EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kPsh | kAck)}, 0), 0u);
   EXPECT_EQ(h_->drops("ct_revoked"), 1u);
-  EXPECT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, "PA"), 0), 0u);
+  EXPECT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kPsh | kAck)}, 0), 0u);
   EXPECT_EQ(h_->drops("sg_ingress_denied"), 1u);
 
   rule("ssh", "ingress", {{"protocol", "tcp"}, {"port_range_min", 22}, {"port_range_max", 22}});
-  EXPECT_EQ(pass(a, b, tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, "PA"), 1), 1u);
-  EXPECT_EQ(pass(b, a, tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, "PA"), 1), 1u);
+  EXPECT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kPsh | kAck)}, 1), 1u);
+  EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kPsh | kAck)}, 1), 1u);
 }
 
 // A rule naming a remote group allows exactly its members; a port joining
@@ -126,9 +128,8 @@ TEST_F(SecGroupTest, RemoteGroupMembershipChangeTakesEffectF8) {
   rule("members", "ingress", {{"remote_group_id", "members"}});
   RingPort& b = bind(2, kMacB, "10.0.0.2", {"members"});
   RingPort& c = bind(3, kMacC, "10.0.0.3", {"out"});
-  auto udp = [](const char* smac, const char* sip, int sport) {
-    return std::string("Ether(src='") + smac + "', dst='" + kMacB + "')/IP(src='" + sip +
-           "', dst='10.0.0.2')/UDP(sport=" + std::to_string(sport) + ", dport=5000)/('u'*20)";
+  auto udp = [](const char* smac, const char* sip, uint16_t sport) -> std::vector<Frame> {
+    return {Eth(smac, kMacB).ipv4(sip, "10.0.0.2").udp(sport, 5000).fill('u', 20)};
   };
   EXPECT_EQ(pass(c, b, udp(kMacC, "10.0.0.3", 7000), 0), 0u);
   const json before = h_->ok("show")["security_groups"]["builds"];
@@ -153,9 +154,8 @@ TEST_F(SecGroupTest, AntiSpoofingAndAllowedAddressPairs) {
   rule("open", "ingress");
   RingPort& a = bind(1, kMacA, "10.0.0.1", {"open"});
   RingPort& b = bind(2, kMacB, "10.0.0.2", {"open"});
-  auto udp = [](const char* smac, const char* sip) {
-    return std::string("Ether(src='") + smac + "', dst='" + kMacB + "')/IP(src='" + sip +
-           "', dst='10.0.0.2')/UDP(sport=1, dport=2)";
+  auto udp = [](const char* smac, const char* sip) -> std::vector<Frame> {
+    return {Eth(smac, kMacB).ipv4(sip, "10.0.0.2").udp(1, 2)};
   };
   EXPECT_EQ(pass(a, b, udp(kMacA, "10.0.0.1"), 1), 1u);
   EXPECT_EQ(pass(a, b, udp(kMacA, "10.0.0.77"), 0), 0u);
@@ -199,11 +199,10 @@ TEST(SecGroupRestart, RulesAreBackBeforeTheFirstFrameF1F11) {
   json g = h.ok("security_group.show", {{"id", "web"}});
   ASSERT_EQ(g["rules"].size(), 1u);
   EXPECT_EQ(g["ports"], json({uuid(2)}));
-  auto udp = [](int dport) {
-    return std::string("Ether(src='") + kMacA + "', dst='" + kMacB +
-           "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=999, dport=" + std::to_string(dport) + ")";
+  auto udp = [](uint16_t dport) -> Frame {
+    return Eth(kMacA, kMacB).ipv4("10.0.0.1", "10.0.0.2").udp(999, dport);
   };
-  a.send(scapy("[" + udp(54) + ", " + udp(53) + "]"));
+  a.send({udp(54), udp(53)});
   auto got = b.wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0][36] << 8 | got[0][37], 53);  // UDP destination port
@@ -221,15 +220,13 @@ TEST_F(SecGroupTest, StoppedInstanceLosesItsConnections) {
   rule("dns", "ingress", {{"protocol", "udp"}, {"port_range_min", 53}, {"port_range_max", 53}});
   RingPort& a = bind(1, kMacA, "10.0.0.1", {"client"});
   RingPort& b = bind(2, kMacB, "10.0.0.2", {"dns"});
-  auto q = [](int sport) {
-    return std::string("Ether(src='") + kMacA + "', dst='" + kMacB +
-           "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=" + std::to_string(sport) + ", dport=53)";
+  auto q = [](uint16_t sport) -> Frame {
+    return Eth(kMacA, kMacB).ipv4("10.0.0.1", "10.0.0.2").udp(sport, 53);
   };
-  ASSERT_EQ(pass(a, b, q(3001) + ", " + q(3002), 2), 2u);
+  ASSERT_EQ(pass(a, b, {q(3001), q(3002)}, 2), 2u);
   auto entries = [&] { return h_->ok("stats")["conntrack"]["entries"].get<uint64_t>(); };
   ASSERT_EQ(entries(), 2u);
-  const std::string reply = std::string("Ether(src='") + kMacB + "', dst='" + kMacA +
-                            "')/IP(src='10.0.0.2', dst='10.0.0.1')/UDP(sport=53, dport=3001)";
+  const std::vector<Frame> reply = {Eth(kMacB, kMacA).ipv4("10.0.0.2", "10.0.0.1").udp(53, 3001)};
   // B answers: a reply, it passes (and B's flow remembers the connection).
   ASSERT_EQ(pass(b, a, reply, 1), 1u);
   const uint64_t generation = h_->ok("stats")["generation"].get<uint64_t>();
@@ -264,11 +261,9 @@ TEST_F(SecGroupTest, NewConnectionsPerSecond) {
   auto rate = [&] { return h_->ok("stats")["conntrack"]["new_per_s"].get<double>(); };
   h_->pump(std::chrono::milliseconds(1100));
   EXPECT_EQ(rate(), 0.0);
-  std::string queries;
-  for (int sport = 3000; sport < 3020; sport++)
-    queries += std::string(queries.empty() ? "" : ", ") + "Ether(src='" + kMacA + "', dst='" +
-               kMacB + "')/IP(src='10.0.0.1', dst='10.0.0.2')/UDP(sport=" +
-               std::to_string(sport) + ", dport=53)";
+  std::vector<Frame> queries;
+  for (uint16_t sport = 3000; sport < 3020; sport++)
+    queries.push_back(Eth(kMacA, kMacB).ipv4("10.0.0.1", "10.0.0.2").udp(sport, 53));
   ASSERT_EQ(pass(a, b, queries, 20), 20u);
   // 20 connections in one burst: 20/s over the sample that saw them (half
   // of that if two samples shared them); never more.
