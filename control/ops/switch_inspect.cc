@@ -1,10 +1,9 @@
 // Looking inside the datapath without disturbing it: `trace` (a frame's way
 // through the pipeline of the live snapshot, sent nowhere) and `cache.dump`
 // (a worker's flow-cache entries, copied by the worker itself between bursts).
-#include <rte_cycles.h>
-
 #include "control/api/api_reply.h"
 #include "control/api/frame_spec.h"
+#include "control/ops/cache_dumps.h"
 #include "control/switch/switch.h"
 #include "dataplane/trace.h"
 
@@ -12,26 +11,6 @@ namespace strait::ctl {
 namespace {
 
 using nlohmann::json;
-
-constexpr double kDumpTimeoutS = 2.0;  // a running worker answers within one iteration
-
-json reason_json(dp::DropReason r) {
-  return r == dp::DropReason::kNone ? json(nullptr) : json(std::string(dp::drop_reason_name(r)));
-}
-
-const char* action_kind(dp::ActionKind k) {
-  switch (k) {
-    case dp::ActionKind::kDrop: return "drop";
-    case dp::ActionKind::kOutput: return "output";
-    case dp::ActionKind::kFlood: return "flood";
-    case dp::ActionKind::kEncap: return "encap";
-    case dp::ActionKind::kVtepArp: return "vtep_arp";
-    case dp::ActionKind::kArpReply: return "arp_reply";
-  }
-  return "?";
-}
-
-json vlan_json(uint16_t vid) { return vid ? json(vid) : json(nullptr); }
 
 }  // namespace
 
@@ -72,7 +51,7 @@ void Switch::trace(const json& params, Done done) {
   json steps = json::array();
   for (const dp::TraceStep& s : r.steps) {
     json j = {{"step", dp::trace_stage_name(s.stage)}, {"detail", s.detail}};
-    if (s.drop != dp::DropReason::kNone) j["drop_reason"] = reason_json(s.drop);
+    if (s.drop != dp::DropReason::kNone) j["drop_reason"] = drop_reason_json(s.drop);
     if (s.port != dp::kNoPort) j["port"] = dp_port_ref(s.port);
     if (s.vid) j["vlan"] = s.vid;
     if (s.lvlan) j["local_vlan"] = s.lvlan;
@@ -102,8 +81,8 @@ void Switch::trace(const json& params, Done done) {
                  {"in_port", dp_port_ref(in)},
                  {"frame", {{"length", frame->size()}, {"hex", to_hex(*frame)}}},
                  {"steps", steps},
-                 {"verdict", dropped ? "drop" : action_kind(r.action.kind)},
-                 {"drop_reason", reason_json(r.drop)},
+                 {"verdict", dropped ? "drop" : action_kind_name(r.action.kind)},
+                 {"drop_reason", drop_reason_json(r.drop)},
                  {"drop_help", dropped ? json(std::string(dp::drop_reason_help(r.drop))) : json()},
                  {"actions", actions},
                  {"learn", r.learn},
@@ -113,82 +92,23 @@ void Switch::trace(const json& params, Done done) {
 
 // params: {"worker": N} (optional: every worker).
 void Switch::cache_dump(const json& params, Done done) {
-  PendingDump d;
+  std::vector<uint16_t> which;
   if (params.is_object() && params.contains("worker")) {
     const json& w = params["worker"];
     if (!w.is_number_integer() || w.get<int64_t>() < 0 ||
         w.get<int64_t>() >= static_cast<int64_t>(workers_.size()))
       return done(error_reply(invalid("worker: expected a worker id, 0.." +
                                       std::to_string(workers_.size() - 1))));
-    d.workers.push_back(w.get<uint16_t>());
+    which.push_back(w.get<uint16_t>());
   } else {
-    for (const auto& w : workers_) d.workers.push_back(w->id());
+    for (const auto& w : workers_) which.push_back(w->id());
   }
-  d.state.assign(d.workers.size(), 0);
-  d.out = json::array();
-  for (size_t i = 0; i < d.workers.size(); i++) d.out.push_back(nullptr);
-  d.deadline_tsc = rte_rdtsc() + static_cast<uint64_t>(kDumpTimeoutS * rte_get_tsc_hz());
-  d.done = std::move(done);
-  dumps_.push_back(std::move(d));
+  dumps_.request(std::move(which), std::move(done));
   poll_cache_dumps();  // asks the workers now (answers at once if they are stopped)
 }
 
-// One request at a time: each worker's mailbox holds one. A worker that does
-// not answer in time fails the request, and its mailbox stays its own until
-// it does answer (the buffer is then still being written).
 void Switch::poll_cache_dumps() {
-  while (!dumps_.empty()) {
-    PendingDump& d = dumps_.front();
-    bool all = true;
-    for (size_t i = 0; i < d.workers.size(); i++) {
-      dp::Worker& w = *workers_[d.workers[i]];
-      dp::CacheDumpSlot& slot = w.cache_dump();
-      if (d.state[i] == 0 && slot.request()) d.state[i] = 1;
-      // Stopped workers serve nothing: their cache is the control thread's to read.
-      if (d.state[i] == 1 && !running_)
-        while (!slot.ready())
-          slot.serve(w.cache(), static_cast<uint32_t>(dp::read(w.stats().generation)));
-      if (d.state[i] == 1 && slot.ready()) {
-        json entries = json::array();
-        for (uint32_t e = 0; e < slot.size(); e++) {
-          const dp::CacheDumpEntry& c = slot.entries()[e];
-          const dp::Action& a = c.action;
-          json act = {{"kind", action_kind(a.kind)}};
-          if (a.kind == dp::ActionKind::kDrop) act["drop_reason"] = reason_json(a.reason);
-          if (a.kind == dp::ActionKind::kOutput) {
-            act["port"] = dp_port_ref(a.out_port);
-            act["vlan"] = vlan_json(a.egress_vid);
-          }
-          if (a.kind != dp::ActionKind::kDrop) act["local_vlan"] = a.lvlan;
-          if (a.flags & dp::kActLearn) act["learn"] = true;
-          entries.push_back({{"key", flow_key_json(c.key)},
-                             {"scope", c.key_bytes == dp::kL2KeyBytes ? "l2" : "full"},
-                             {"in_port", dp_port_ref(c.key.in_port)},
-                             {"action", act},
-                             {"generation", c.generation}});
-        }
-        d.out[i] = {{"worker", w.id()}, {"generation", slot.generation()},
-                    {"capacity", w.cache().capacity()}, {"live", slot.live()},
-                    {"truncated", slot.live() > slot.size()}, {"entries", entries}};
-        d.state[i] = 2;
-      }
-      all = all && d.state[i] == 2;
-    }
-    if (!all && rte_rdtsc() < d.deadline_tsc) return;
-    Done done = std::move(d.done);
-    json reply;
-    if (all) {
-      reply = ok_reply({{"workers", std::move(d.out)}});
-    } else {
-      std::string late;
-      for (size_t i = 0; i < d.workers.size(); i++)
-        if (d.state[i] != 2) late += (late.empty() ? "" : ", ") + std::to_string(d.workers[i]);
-      reply = error_reply({"internal", "worker(s) " + late + " did not answer within " +
-                                           std::to_string(static_cast<int>(kDumpTimeoutS)) + " s"});
-    }
-    dumps_.pop_front();
-    done(std::move(reply));
-  }
+  dumps_.poll(workers_, running_, [this](uint16_t dp) { return dp_port_ref(dp); });
 }
 
 }  // namespace strait::ctl

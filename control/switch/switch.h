@@ -4,14 +4,12 @@
 // publisher. Every change of desired state takes one path, apply(): validate
 // all -> compile -> open devices -> persist -> commit -> publish one
 // snapshot -> answer after the grace period (docs/design.md).
-#include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +23,7 @@
 #include "control/lifecycle/libvirt_watcher.h"
 #include "control/model/model.h"
 #include "control/model/store.h"
+#include "control/ops/cache_dumps.h"
 #include "control/ops/event_log.h"
 #include "control/ops/rxq_balance.h"
 #include "control/switch/conntrack_upkeep.h"
@@ -68,7 +67,7 @@ class Switch {
   // Control-loop tick: grace periods, learned MACs, aging. Never blocks.
   void poll();
   // Whether poll() has work waiting on a grace period (poll more often).
-  bool busy() const { return publisher_.busy() || !dumps_.empty(); }
+  bool busy() const { return publisher_.busy() || dumps_.busy(); }
 
   const Model& model() const { return model_; }
   const Publisher& publisher() const { return publisher_; }
@@ -275,15 +274,7 @@ class Switch {
   const LibvirtWatcher* watcher_ = nullptr;
   std::map<std::string, uint64_t> lifecycle_events_;  // by kind
   std::map<std::string, uint64_t> lifecycle_skips_;   // by reason
-  // cache.dump requests, served in order; the first one is in flight.
-  struct PendingDump {
-    std::vector<uint16_t> workers;
-    std::vector<uint8_t> state;  // per worker: 0 to ask, 1 asked, 2 answered
-    nlohmann::json out;          // per worker, once answered
-    uint64_t deadline_tsc = 0;
-    Done done;
-  };
-  std::deque<PendingDump> dumps_;
+  CacheDumps dumps_;  // cache.dump requests
   VtepTable vteps_;  // remote VTEPs' indexes and next hops
   FlowOffload offload_;               // the physnet NICs' rte_flow rules, synced at republish
   std::set<std::string> restarting_;  // physnets in a physnet.restart
