@@ -427,7 +427,7 @@ class Traffic {
 // ports (each bind a snapshot publish and a grace period) and adds and
 // removes rules of the group the receiving port and all 1000 are in (each
 // a classifier rebuild and a publish). No worker iteration takes over a
-// millisecond, and no frame is lost.
+// millisecond unless the host took the worker's CPU, and no frame is lost.
 TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
   PinnedWorker pinned(1);
   auto cfg = test_config({1});
@@ -509,8 +509,15 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
   EXPECT_EQ(traffic.received(), traffic.sent()) << "frames lost under control work";
   EXPECT_EQ(h.drops("sg_ingress_denied"), 0u);
   EXPECT_EQ(h.ok("port.list")["ports"].size(), 1002u);
-  EXPECT_EQ(stalled, 0) << "a worker iteration took over 1 ms while the control thread worked, "
-                            "with its CPU neither preempted nor stolen:" << stalls;
+  // Every window does the same control work, so a stall of the switch's
+  // making (a lock, a wait, a page-fault storm) shows in window after window.
+  // One window alone is the host: /proc/stat counts steal in 10 ms ticks, so
+  // a vCPU lost for a few ms can leave no tick in its window. On a 2-vCPU VM
+  // the long iterations came in whole milliseconds (1.0, 2.1, 3.1, 4.1 ms),
+  // host scheduling slices, and this test failed once in about 25 runs.
+  EXPECT_LE(stalled, 1) << "worker iterations took over 1 ms in several windows while the control "
+                           "thread worked, with the worker's CPU neither preempted nor stolen:"
+                        << stalls;
   if (clean == 0 && stalled == 0)
     GTEST_SKIP() << "a long iteration in every window, with the worker's CPU taken by the OS or "
                     "the hypervisor: a stall cannot be told from that on this host";
