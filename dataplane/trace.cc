@@ -1,9 +1,5 @@
 #include "dataplane/trace.h"
 
-#include <arpa/inet.h>
-
-#include <cstdio>
-
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/pipeline_impl.h"

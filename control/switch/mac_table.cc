@@ -8,14 +8,8 @@ MacTable::MacTable(uint16_t slots, size_t per_vlan) : per_vlan_(per_vlan) {
   for (uint16_t s = slots; s > 0; s--) free_slots_.push_back(s - 1);  // slot 0 first
 }
 
-uint64_t MacTable::key(uint16_t lvlan, const Mac& mac) {
-  uint64_t k = uint64_t(lvlan) << 48;
-  for (int i = 0; i < 6; i++) k |= uint64_t(mac[i]) << (8 * (5 - i));
-  return k;
-}
-
 bool MacTable::learn(uint16_t lvlan, const Mac& mac, uint16_t port, uint32_t now) {
-  const uint64_t k = key(lvlan, mac);
+  const uint64_t k = dp::Fdb::make_key(lvlan, mac.data());
   if (macs_.count(k)) return false;
   size_t& n = in_vlan_[lvlan];
   if (n >= per_vlan_ || free_slots_.empty()) {
@@ -28,7 +22,7 @@ bool MacTable::learn(uint16_t lvlan, const Mac& mac, uint16_t port, uint32_t now
   return true;
 }
 
-bool MacTable::contains(uint16_t lvlan, const Mac& mac) const { return macs_.count(key(lvlan, mac)); }
+bool MacTable::contains(uint16_t lvlan, const Mac& mac) const { return macs_.count(dp::Fdb::make_key(lvlan, mac.data())); }
 
 void MacTable::forget(std::map<uint64_t, Learned>::iterator& it) {
   const auto lvlan = static_cast<uint16_t>(it->first >> 48);

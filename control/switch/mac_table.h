@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "control/switch/snapshot_builder.h"
+#include "dataplane/fdb.h"
 
 namespace strait::ctl {
 
@@ -44,11 +45,10 @@ class MacTable {
     uint16_t slot;
     uint32_t created;
   };
-  static uint64_t key(uint16_t lvlan, const Mac& mac);
   void forget(std::map<uint64_t, Learned>::iterator& it);
 
   size_t per_vlan_;
-  std::map<uint64_t, Learned> macs_;     // by lvlan << 48 | mac
+  std::map<uint64_t, Learned> macs_;     // by dp::Fdb::make_key (lvlan << 48 | mac)
   std::map<uint16_t, size_t> in_vlan_;   // learned MACs per local VLAN
   std::vector<uint16_t> free_slots_;
 };

@@ -271,8 +271,8 @@ void Switch::republish() {
   for (const auto& [id, p] : ports_) in.ports.emplace(id, p.dp);
   for (const auto& [name, u] : uplinks_) in.uplinks.emplace(name, u.dp);
   in.classifiers = sg_.classifiers();
-  in.vtep = sync_vteps();
   in.learned = learned_.entries();
+  in.vtep = sync_vteps(in.learned);
   publisher_.publish(build_snapshot(in));
   // The NIC may drop a VLAN only once no snapshot maps it; a VLAN mapped now
   // gets its allow rule right away (frames the NIC dropped meanwhile were

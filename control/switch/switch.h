@@ -175,15 +175,16 @@ class Switch {
                     Done done);
   // Refuses a model whose remote VTEPs would not all get an index.
   Status check_vtep_capacity(const Model& m) const;
-  // The remote VTEPs the model and learned MACs name: new ones get an index,
+  // The remote VTEPs the model and `learned` name: new ones get an index,
   // ones no longer named give theirs back after two grace periods. For
   // republish(), before it builds: what build_snapshot needs of the VTEPs.
-  std::optional<VtepInput> sync_vteps();
-  // The remote VTEPs (IPv4, network order) the model and learned MACs name.
-  std::set<uint32_t> wanted_vteps() const;
+  std::optional<VtepInput> sync_vteps(const std::vector<LearnedMac>& learned);
+  // The remote VTEPs (IPv4, network order) the model and `learned` name.
+  std::set<uint32_t> wanted_vteps(const std::vector<LearnedMac>& learned) const;
   // ArpEvents of every worker: a remote VTEP's next hop answered.
   void drain_arp_events();
-  nlohmann::json tunnel_network_json(const NetworkSpec& n) const;
+  nlohmann::json tunnel_network_json(const NetworkSpec& n,
+                                     const std::vector<LearnedMac>& learned) const;
   nlohmann::json sg_json() const;  // compiled group sets, for show
   // Observability (switch_inspect.cc): trace and cache.dump.
   void trace(const nlohmann::json& params, Done done);

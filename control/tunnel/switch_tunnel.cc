@@ -67,23 +67,23 @@ Status Switch::check_vtep_capacity(const Model& m) const {
   return vteps_.check_capacity(ips);
 }
 
-std::set<uint32_t> Switch::wanted_vteps() const {
+std::set<uint32_t> Switch::wanted_vteps(const std::vector<LearnedMac>& learned) const {
   std::set<uint32_t> want;
   for (const IpAddr& ip : model_.remote_vteps()) want.insert(ipv4_be32(ip));
   // A MAC learned behind a VTEP keeps its index until it ages out.
-  for (const LearnedMac& l : learned_.entries())
+  for (const LearnedMac& l : learned)
     if (dp::is_vtep_port(l.port))
       if (auto ip = vteps_.ip_of(static_cast<uint16_t>(l.port - dp::kVtepPortBase))) want.insert(*ip);
   return want;
 }
 
-std::optional<VtepInput> Switch::sync_vteps() {
+std::optional<VtepInput> Switch::sync_vteps(const std::vector<LearnedMac>& learned) {
   if (!cfg_.vtep) return std::nullopt;
   // Two grace periods before an unwanted VTEP's index is free: after the
   // first no worker runs a snapshot that names the VTEP; the learn events
   // such snapshots produced are drained by the next poll, so after the
   // second nothing can name the index any more.
-  for (const auto& unwanted : vteps_.sync(wanted_vteps()))
+  for (const auto& unwanted : vteps_.sync(wanted_vteps(learned)))
     publisher_.after_grace([this, unwanted] {
       publisher_.after_grace([this, unwanted] { vteps_.release(unwanted.first, unwanted.second); });
     });
@@ -116,7 +116,8 @@ void Switch::drain_arp_events() {
   if (changed) republish();
 }
 
-json Switch::tunnel_network_json(const NetworkSpec& n) const {
+json Switch::tunnel_network_json(const NetworkSpec& n,
+                                 const std::vector<LearnedMac>& learned) const {
   const uint16_t lvlan = model_.local_vlan(n.id);
   json fdb = json::array(), flood = json::array();
   if (const TunnelSpec* t = model_.tunnel(n.id)) {
@@ -128,7 +129,7 @@ json Switch::tunnel_network_json(const NetworkSpec& n) const {
     }
     for (const IpAddr& ip : t->flood) flood.push_back(ip_to_string(ip));
   }
-  for (const LearnedMac& l : learned_.entries()) {
+  for (const LearnedMac& l : learned) {
     if (lvlan == 0 || l.lvlan != lvlan || !dp::is_vtep_port(l.port)) continue;
     const Mac& mac = l.mac;
     auto ip = vteps_.ip_of(static_cast<uint16_t>(l.port - dp::kVtepPortBase));
@@ -153,6 +154,7 @@ void Switch::tunnel_show(const json& params, Done done) {
       return done(error_reply(invalid("network: " + only + " is not a vxlan network")));
   }
   json vtep = nullptr, remotes = json::array(), nets = json::array();
+  const std::vector<LearnedMac> learned = learned_.entries();
   if (cfg_.vtep) {
     const VtepSettings& c = *cfg_.vtep;
     const dp::Snapshot* s = publisher_.current();
@@ -168,14 +170,13 @@ void Switch::tunnel_show(const json& params, Done done) {
                                    s->vtep.mac[4], s->vtep.mac[5]})}};
     // As the live snapshot has them, in address order.
     // (A network deleted since the last snapshot no longer names its VTEPs.)
-    const std::set<uint32_t> want = wanted_vteps();
-    std::map<IpAddr, json> by_ip;
+    const std::set<uint32_t> want = wanted_vteps(learned);
     for (const auto [ip, index] : vteps_.live()) {
       if (!want.count(ip)) continue;
       const dp::RemoteVtep* r = s->vtep_of(static_cast<uint16_t>(dp::kVtepPortBase + index));
       if (!r || r->ip != ip) continue;
       const bool resolved = r->resolved;
-      by_ip[ipv4_from_be32(ip)] = {
+      remotes.push_back(json{
           {"ip", be32_to_string(ip)},
           {"index", index},
           {"next_hop", be32_to_string(r->arp_ip)},
@@ -183,13 +184,12 @@ void Switch::tunnel_show(const json& params, Done done) {
           {"mac", resolved ? json(mac_to_string({r->next_hop_mac[0], r->next_hop_mac[1],
                                                  r->next_hop_mac[2], r->next_hop_mac[3],
                                                  r->next_hop_mac[4], r->next_hop_mac[5]}))
-                           : json(nullptr)}};
+                           : json(nullptr)}});
     }
-    for (auto& [ip, j] : by_ip) remotes.push_back(std::move(j));
   }
   for (const auto& [id, n] : model_.networks())
     if (n.type == dp::NetType::kVxlan && (only.empty() || id == only))
-      nets.push_back(tunnel_network_json(n));
+      nets.push_back(tunnel_network_json(n, learned));
   done(ok_reply({{"vtep", vtep}, {"remote_vteps", remotes}, {"networks", nets}}));
 }
 
