@@ -215,11 +215,11 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
       },
       .open = [&](const Model&) -> Status {
         for (size_t i = 0; i < specs.size(); i++) {
-          auto idx = slots_.alloc_index();
+          auto idx = ports_.alloc_index();
           if (!idx) return where(i, exhausted("no free datapath port index"));
           auto rt = attach(specs[i], *idx);
           if (!rt) {
-            slots_.free_index(*idx);
+            ports_.free_index(*idx);
             return where(i, rt.error());
           }
           made.push_back(std::move(*rt));
@@ -228,9 +228,9 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
       },
       .close = [&] {
         for (auto it = made.rbegin(); it != made.rend(); ++it) {
-          slots_.release_rx_queues(it->dp.rxq_worker);
+          ports_.release_rx_queues(it->dp);
           detach(*it);
-          slots_.free_index(it->dp.dp);
+          ports_.free_index(it->dp.dp);
         }
         made.clear();
       },
@@ -240,12 +240,12 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
         return store_->put_ports(rows);
       },
       .commit = [&] {
-        for (size_t i = 0; i < specs.size(); i++) ports_.emplace(specs[i].id, std::move(made[i]));
+        for (size_t i = 0; i < specs.size(); i++) ports_.add(specs[i].id, std::move(made[i]));
       },
   });
   if (!st) return st;
   for (const PortSpec& s : specs)
-    if (ports_.at(s.id).dp.live) announce_up_when_live(s.id);
+    if (ports_.find(s.id)->dp.live) announce_up_when_live(s.id);
   return ok();
 }
 
@@ -254,8 +254,8 @@ void Switch::port_unbind(const json& params, Done done) {
   if (!id) return done(error_reply(id.error()));
   // The model knows the canonical (lower-case) id; runtime state uses it too.
   const PortSpec* spec = model_.port(*id);
-  auto it = spec ? ports_.find(spec->id) : ports_.end();
-  if (it == ports_.end()) return done(error_reply(not_found("port " + *id + " is not bound")));
+  if (!spec || !ports_.find(spec->id))
+    return done(error_reply(not_found("port " + *id + " is not bound")));
   const PortSpec saved = *spec;
   const uint16_t lvlan = model_.local_vlan(saved.network);
   PortRuntime rt;
@@ -269,9 +269,7 @@ void Switch::port_unbind(const json& params, Done done) {
         } else {
           ct_->flush_port_after_grace(saved, lvlan);
         }
-        rt = std::move(it->second);
-        ports_.erase(it);
-        slots_.release_rx_queues(rt.dp.rxq_worker);
+        rt = ports_.take(saved.id);
         forget_learned_of_released_vlans();
       },
   });
@@ -280,7 +278,7 @@ void Switch::port_unbind(const json& params, Done done) {
   // snapshot that polls or sends to it.
   publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id = saved.id]() {
     detach(rt);
-    slots_.free_index(rt.dp.dp);
+    ports_.free_index(rt.dp.dp);
     if (rt.dp.live) emit("port-down", port_id);
     emit("port-unbound", port_id);
     done(ok_reply(json::object()));
@@ -315,30 +313,27 @@ json Switch::network_json(const NetworkSpec& n) const {
 json Switch::port_json(const PortSpec& p) const {
   json j = to_json(p);
   j["local_vlan"] = model_.local_vlan(p.network);
-  auto it = ports_.find(p.id);
-  const dp::PortEntry* e = it == ports_.end() ? nullptr : publisher_.current()->port(it->second.dp.dp);
+  const PortRuntime* r = ports_.find(p.id);
+  const dp::PortEntry* e = r ? publisher_.current()->port(r->dp.dp) : nullptr;
   // "up" once every worker forwards for it, which is when port-up went out.
-  j["state"] = e && e->enabled && it->second.announced ? "up" : "down";
-  j["dp_port"] = it == ports_.end() ? json(nullptr) : json(it->second.dp.dp);
-  const bool ethdev = it != ports_.end() && it->second.has_device &&
-                      it->second.dp.kind == dp::PortKind::kEthdev;
-  j["ethdev"] = ethdev ? json(it->second.dev.port_id) : json(nullptr);
+  j["state"] = e && e->enabled && r->announced ? "up" : "down";
+  j["dp_port"] = r ? json(r->dp.dp) : json(nullptr);
+  const bool ethdev = r && r->has_device && r->dp.kind == dp::PortKind::kEthdev;
+  j["ethdev"] = ethdev ? json(r->dev.port_id) : json(nullptr);
   // `state` says the switch forwards for the port; `link` what its device
   // says of its wire: an ethdev's link, a vhost port's guest driver.
-  j["link"] = ethdev ? link_json(link_up(it->second.dev.port_id)) : json(nullptr);
-  j["rx_queues"] = ethdev ? json(it->second.dev.n_rxq) : json(nullptr);
-  j["tx_queues"] = ethdev ? json(it->second.dev.n_txq) : json(nullptr);
-  if (it != ports_.end() && it->second.dp.kind == dp::PortKind::kVhost) {
-    j["vhost"] = {{"vid", it->second.dp.vid}, {"queues", it->second.dp.rxq_worker.size()},
-                  {"attached", it->second.has_device}};
-    if (it->second.has_device) j["link"] = it->second.dp.vid >= 0 ? "up" : "down";
-    j["capture"] = capture_json(it->second);
+  j["link"] = ethdev ? link_json(link_up(r->dev.port_id)) : json(nullptr);
+  j["rx_queues"] = ethdev ? json(r->dev.n_rxq) : json(nullptr);
+  j["tx_queues"] = ethdev ? json(r->dev.n_txq) : json(nullptr);
+  if (r && r->dp.kind == dp::PortKind::kVhost) {
+    j["vhost"] = {{"vid", r->dp.vid}, {"queues", r->dp.rxq_worker.size()},
+                  {"attached", r->has_device}};
+    if (r->has_device) j["link"] = r->dp.vid >= 0 ? "up" : "down";
+    j["capture"] = capture_json(*r);
   }
   j["domain"] = nullptr;
-  if (it != ports_.end() && it->second.domain_state) {
-    const PortRuntime& r = it->second;
-    j["domain"] = {{"uuid", r.domain_uuid}, {"name", r.domain_name}, {"state", r.domain_state}};
-  }
+  if (r && r->domain_state)
+    j["domain"] = {{"uuid", r->domain_uuid}, {"name", r->domain_name}, {"state", r->domain_state}};
   return j;
 }
 
@@ -353,7 +348,7 @@ json Switch::show() const {
     workers.push_back({{"id", w->id()}, {"lcore", w->lcore()}, {"rx_queues", rxq}});
   }
   json physnets = json::array();
-  for (const auto& [name, u] : uplinks_)
+  for (const auto& [name, u] : ports_.uplinks())
     physnets.push_back({{"name", name}, {"device", u.dev.devargs}, {"dp_port", u.dp.dp},
                         {"ethdev", u.dev.port_id}, {"rx_queues", u.dev.n_rxq},
                         {"tx_queues", u.dev.n_txq}, {"state", u.dp.live ? "up" : "down"},
@@ -371,7 +366,7 @@ json Switch::show() const {
           {"recorded_config", recorded_config_json(recorded_)},
           {"rebalance", {{"interval_s", cfg_.rebalance_interval_s},
                          {"improvement_pct", cfg_.rebalance_improvement_pct},
-                         {"automatic", auto_rebalances_}, {"in_progress", rebalancing_}}}};
+                         {"automatic", rebalance_.automatic}, {"in_progress", rebalance_.moving}}}};
 }
 
 // The packet buffers (not OVS's fixed 788 MB per NUMA node per MTU): the
@@ -392,8 +387,8 @@ json Switch::mempool_json() const {
     bytes += obj * mp->populated_size;
   };
   add(pool_, "shared");
-  for (const auto& [name, u] : uplinks_) add(u.dev.pool, "physnet:" + name);
-  for (const auto& [id, p] : ports_)
+  for (const auto& [name, u] : ports_.uplinks()) add(u.dev.pool, "physnet:" + name);
+  for (const auto& [id, p] : ports_.ports())
     if (p.has_device && p.dp.kind == dp::PortKind::kEthdev) add(p.dev.pool, id);
   for (const rte_mempool* mp : retired_pools_) add(mp, "closed");
   return {{"buffers", buffers}, {"in_use", in_use}, {"memory_bytes", bytes},
@@ -410,8 +405,8 @@ json Switch::stats() const {
     ports.push_back({{"id", id}, {"dp_port", dp}, {"rx_packets", v[0]}, {"rx_bytes", v[1]},
                      {"tx_packets", v[2]}, {"tx_bytes", v[3]}, {"drops", drops_json(v, 4)}});
   };
-  for (const auto& [name, u] : uplinks_) port_entry("physnet:" + name, u.dp.dp, nullptr);
-  for (const auto& [id, p] : ports_) port_entry(id, p.dp.dp, &p.base);
+  for (const auto& [name, u] : ports_.uplinks()) port_entry("physnet:" + name, u.dp.dp, nullptr);
+  for (const auto& [id, p] : ports_.ports()) port_entry(id, p.dp.dp, &p.base);
 
   json workers = json::array();
   std::vector<uint64_t> total(dp::kNumDropReasons, 0);

@@ -26,9 +26,9 @@ void Switch::port_capture(const json& params, Done done) {
   auto enabled = get_bool(*en, "enabled");
   if (!enabled) return done(error_reply(enabled.error()));
   const PortSpec* spec = model_.port(*id);
-  auto it = spec ? ports_.find(spec->id) : ports_.end();
-  if (it == ports_.end()) return done(error_reply(not_found("port " + *id + " is not bound")));
-  PortRuntime& p = it->second;
+  PortRuntime* found = spec ? ports_.find(spec->id) : nullptr;
+  if (!found) return done(error_reply(not_found("port " + *id + " is not bound")));
+  PortRuntime& p = *found;
   const std::string port_id = spec->id;
   if (p.dp.kind != dp::PortKind::kVhost) {
     const std::string how =
@@ -48,10 +48,9 @@ void Switch::port_capture(const json& params, Done done) {
     // Answered once every worker runs the stand-in's callbacks: a dumpcap
     // started after this sees every frame.
     publisher_.after_grace([this, port_id, done = std::move(done)] {
-      auto it = ports_.find(port_id);
-      done(it == ports_.end()
-               ? error_reply(not_found("port " + port_id + " was unbound"))
-               : ok_reply({{"id", port_id}, {"capture", capture_json(it->second)}}));
+      const PortRuntime* p = ports_.find(port_id);
+      done(!p ? error_reply(not_found("port " + port_id + " was unbound"))
+              : ok_reply({{"id", port_id}, {"capture", capture_json(*p)}}));
     });
     return;
   }

@@ -20,15 +20,15 @@ void Switch::physnet_restart(const json& params, Done done) {
   if (!params.is_object() || !params.contains("name") || !params["name"].is_string())
     return done(error_reply(invalid("name: required string (a physnet)")));
   const std::string name = params["name"].get<std::string>();
-  auto it = uplinks_.find(name);
-  if (it == uplinks_.end()) return done(error_reply(not_found("physnet " + name + " is not configured")));
+  Uplink* up = ports_.uplink(name);
+  if (!up) return done(error_reply(not_found("physnet " + name + " is not configured")));
   if (!restarting_.insert(name).second)
     return done(error_reply(conflict("physnet " + name + " is already restarting")));
-  it->second.dp.live = false;
+  up->dp.live = false;
   republish();
   spdlog::info("physnet {}: restarting its NIC once no worker polls it", name);
   publisher_.after_grace([this, name, done = std::move(done)]() mutable {
-    Uplink& u = uplinks_.at(name);
+    Uplink& u = *ports_.uplink(name);
     const uint16_t port = u.dev.port_id;
     int rc = rte_eth_dev_stop(port);
     if (rc == 0) rc = rte_eth_dev_start(port);

@@ -92,7 +92,7 @@ std::vector<Switch::Mapped> Switch::map_interfaces(const std::string& xml, const
 
 void Switch::on_domain_event(const DomainEvent& ev) {
   const char* kind = kind_name(ev.kind);
-  lifecycle_events_[kind]++;
+  lifecycle_counts_.handled[kind]++;
   spdlog::info("libvirt: domain {} ({}) {}{}{}", ev.name, ev.uuid, kind,
                ev.device.empty() ? "" : " ", ev.device);
 
@@ -100,7 +100,7 @@ void Switch::on_domain_event(const DomainEvent& ev) {
   // named before (an interface just removed is no longer in the XML).
   std::map<std::string, std::string> now;  // port id -> alias
   for (const Mapped& m : map_interfaces(ev.xml, kind)) now[m.id] = m.alias;
-  for (auto& [id, p] : ports_) {
+  for (auto& [id, p] : ports_.ports()) {
     const bool in_xml = now.count(id) > 0;
     if (!in_xml && (ev.uuid.empty() || p.domain_uuid != ev.uuid)) continue;
     if (in_xml) {
@@ -143,13 +143,13 @@ void Switch::on_domain_event(const DomainEvent& ev) {
 
 void Switch::on_domain_listing(const std::vector<DomainState>& domains) {
   spdlog::info("libvirt: {} domain(s) listed, reconciling", domains.size());
-  lifecycle_events_["listing"]++;
+  lifecycle_counts_.handled["listing"]++;
   std::set<std::string> seen;
   for (const DomainState& d : domains) {
     for (const Mapped& m : map_interfaces(d.xml, "listing")) {
-      auto it = ports_.find(m.id);
-      if (it == ports_.end()) continue;
-      PortRuntime& p = it->second;
+      PortRuntime* found = ports_.find(m.id);
+      if (!found) continue;
+      PortRuntime& p = *found;
       seen.insert(m.id);
       p.domain_uuid = d.uuid;
       p.domain_name = d.name;
@@ -164,7 +164,7 @@ void Switch::on_domain_listing(const std::vector<DomainState>& domains) {
   }
   // Ports whose instance is gone while we were not looking (F2, F3): down,
   // binding kept until the orchestrator unbinds them.
-  for (auto& [id, p] : ports_) {
+  for (auto& [id, p] : ports_.ports()) {
     if (seen.count(id) || p.domain_uuid.empty()) continue;
     spdlog::info("port {}: domain {} is gone", id, p.domain_uuid);
     p.domain_state = "undefined";
@@ -198,9 +198,9 @@ void Switch::unplug(const std::string& id, PortRuntime& p) {
   publisher_.after_grace([this, id, path] {
     vhost::Backend::instance().remove_socket(path);
     // A device the removal destroyed is gone for good: forget it.
-    auto it = ports_.find(id);
-    if (it == ports_.end() || it->second.has_device) return;
-    forget_vhost_device(it->second);
+    PortRuntime* p = ports_.find(id);
+    if (!p || p->has_device) return;
+    ports_.vhost_gone(*p);
     spdlog::info("port {}: socket {} detached", id, path);
   });
 }
@@ -219,7 +219,7 @@ void Switch::take_down(const std::string& id, PortRuntime& p) {
 
 void Switch::shut_down_ports() {
   stop_workers();  // no worker reads the ports any more: no grace period to wait for
-  for (auto& [id, p] : ports_) {
+  for (auto& [id, p] : ports_.ports()) {
     if (!p.dp.live) continue;
     p.dp.live = false;
     p.announced = false;
@@ -240,15 +240,15 @@ void Switch::clean_socket_dir() {
     if (!e.is_socket(ec) || ours.count(normal_socket_path(path)) || !is_dead_socket(path)) continue;
     if (unlink(path.c_str()) == 0) {
       spdlog::info("removed leftover vhost socket {}", path);
-      lifecycle_events_["leftover_sockets_removed"]++;
+      lifecycle_counts_.handled["leftover_sockets_removed"]++;
     }
   }
 }
 
 nlohmann::json Switch::lifecycle_json() const {
   nlohmann::json j = watcher_ ? watcher_->status() : nlohmann::json{{"enabled", false}};
-  j["handled"] = lifecycle_events_;  // by kind, as applied to ports
-  j["skipped"] = lifecycle_skips_;
+  j["handled"] = lifecycle_counts_.handled;  // by kind, as applied to ports
+  j["skipped"] = lifecycle_counts_.skipped;
   return j;
 }
 

@@ -15,12 +15,8 @@ using nlohmann::json;
 }  // namespace
 
 json Switch::dp_port_ref(uint16_t dp) const {
-  json name = nullptr;
-  for (const auto& [id, p] : ports_)
-    if (p.dp.dp == dp) name = id;
-  for (const auto& [physnet, u] : uplinks_)
-    if (u.dp.dp == dp) name = "physnet:" + physnet;
-  return {{"dp_port", dp}, {"name", name}};
+  const std::string name = ports_.name_of(dp);
+  return {{"dp_port", dp}, {"name", name.empty() ? json(nullptr) : json(name)}};
 }
 
 // params: {"port": UUID | "physnet:NAME", "frame": hex string | {header fields}}.
@@ -33,14 +29,14 @@ void Switch::trace(const json& params, Done done) {
   uint16_t in = dp::kNoPort;
   std::optional<Mac> port_mac;
   if (name.rfind("physnet:", 0) == 0) {
-    auto it = uplinks_.find(name.substr(8));
-    if (it == uplinks_.end()) return done(error_reply(not_found("port: no physnet " + name.substr(8))));
-    in = it->second.dp.dp;
+    const Uplink* u = ports_.uplink(name.substr(8));
+    if (!u) return done(error_reply(not_found("port: no physnet " + name.substr(8))));
+    in = u->dp.dp;
   } else {
     const PortSpec* spec = model_.port(name);
-    auto it = spec ? ports_.find(spec->id) : ports_.end();
-    if (it == ports_.end()) return done(error_reply(not_found("port: " + name + " is not bound")));
-    in = it->second.dp.dp;
+    const PortRuntime* p = spec ? ports_.find(spec->id) : nullptr;
+    if (!p) return done(error_reply(not_found("port: " + name + " is not bound")));
+    in = p->dp.dp;
     port_mac = spec->mac;
   }
   auto frame = frame_from_params(params["frame"], port_mac);

@@ -36,24 +36,22 @@ uint64_t Switch::rxq_packets(uint16_t dp, uint16_t q) const {
 
 std::vector<Switch::RxqRef> Switch::live_rx_queues() {
   std::vector<RxqRef> out;
-  auto add = [&](const std::string& name, DpPort& p) {
+  ports_.for_each_dp([&](const std::string& name, DpPort& p) {
     if (!p.live) return;
     for (uint16_t q = 0; q < p.rxq_worker.size(); q++) {
       const uint64_t now = rxq_cycles(p.dp, q);
-      auto it = rxq_base_.find(rxq_key(p.dp, q));
-      const uint64_t base = it == rxq_base_.end() || it->second > now ? 0 : it->second;
+      auto it = rebalance_.base.find(rxq_key(p.dp, q));
+      const uint64_t base = it == rebalance_.base.end() || it->second > now ? 0 : it->second;
       out.push_back({name, &p, RxqLoad{p.dp, q, p.rxq_worker[q], now - base}});
     }
-  };
-  for (auto& [name, u] : uplinks_) add("physnet:" + name, u.dp);
-  for (auto& [id, p] : ports_) add(id, p.dp);
+  });
   return out;
 }
 
 void Switch::reset_rxq_window() {
-  rxq_base_.clear();
+  rebalance_.base.clear();
   for (const RxqRef& r : live_rx_queues())
-    rxq_base_[rxq_key(r.load.port, r.load.queue)] = rxq_cycles(r.load.port, r.load.queue);
+    rebalance_.base[rxq_key(r.load.port, r.load.queue)] = rxq_cycles(r.load.port, r.load.queue);
 }
 
 Switch::RebalancePlan Switch::plan_rebalance() {
@@ -90,7 +88,7 @@ void Switch::workers_rebalance(const json& params, Done done) {
     if (!params["dry_run"].is_boolean()) return done(error_reply(invalid("dry_run: a boolean")));
     dry_run = params["dry_run"].get<bool>();
   }
-  if (rebalancing_) return done(error_reply(conflict("a rebalance is already moving queues")));
+  if (rebalance_.moving) return done(error_reply(conflict("a rebalance is already moving queues")));
   RebalancePlan plan = plan_rebalance();
   json moved = json::array();
   for (size_t i = 0; i < plan.queues.size(); i++) {
@@ -111,24 +109,20 @@ void Switch::move_rx_queues(const RebalancePlan& plan, std::function<void()> the
     const RxqLoad& l = plan.queues[i].load;
     const uint16_t to = plan.owner[i];
     if (to == l.worker) continue;
-    DpPort& p = *plan.queues[i].port;
-    p.rxq_worker[l.queue] = to;
-    p.rxq_paused |= 1u << l.queue;
-    slots_.move_rx_queue(l.worker, to);
+    ports_.move_rx_queue(*plan.queues[i].port, l.queue, to);
     spdlog::info("rx queue {} of {}: worker {} -> {}", l.queue, plan.queues[i].name, l.worker, to);
     any = true;
   }
   reset_rxq_window();
   if (!any) return then();
-  rebalancing_ = true;
+  rebalance_.moving = true;
   republish();  // the moved queues are polled by nobody
   publisher_.after_grace([this, then = std::move(then)]() mutable {
     // Only a rebalance pauses queues, and only one runs at a time.
-    for (auto& [name, u] : uplinks_) u.dp.rxq_paused = 0;
-    for (auto& [id, p] : ports_) p.dp.rxq_paused = 0;
+    ports_.unpause_all();
     republish();  // ... and now by their new workers
     publisher_.after_grace([this, then = std::move(then)] {
-      rebalancing_ = false;
+      rebalance_.moving = false;
       then();
     });
   });
@@ -138,9 +132,9 @@ void Switch::move_rx_queues(const RebalancePlan& plan, std::function<void()> the
 // the plan for the load of the interval is applied when it lowers the
 // busiest worker's load by rebalance_improvement_pct or more.
 void Switch::poll_rebalance(uint32_t now_sec) {
-  if (cfg_.rebalance_interval_s == 0 || rebalancing_) return;
-  if (now_sec < last_rebalance_sec_ + cfg_.rebalance_interval_s) return;
-  last_rebalance_sec_ = now_sec;
+  if (cfg_.rebalance_interval_s == 0 || rebalance_.moving) return;
+  if (now_sec < rebalance_.last_sec + cfg_.rebalance_interval_s) return;
+  rebalance_.last_sec = now_sec;
   RebalancePlan plan = plan_rebalance();
   const auto& before = plan.load_before;
   const auto& after = plan.load_after;
@@ -153,7 +147,7 @@ void Switch::poll_rebalance(uint32_t now_sec) {
   }
   spdlog::info("automatic rebalance: busiest worker's load {} -> {} cycles", max_before,
                max_after);
-  auto_rebalances_++;
+  rebalance_.automatic++;
   move_rx_queues(plan, [] {});
 }
 

@@ -31,7 +31,7 @@ Switch::Switch(const Config& cfg)
     : cfg_(cfg),
       model_(cfg.physnets),
       publisher_(&shared_),
-      slots_(dp::kMaxPorts, static_cast<uint16_t>(cfg.worker_lcores.size())),
+      ports_(dp::kMaxPorts, static_cast<uint16_t>(cfg.worker_lcores.size())),
       learned_(dp::kMaxLearned, kMaxLearnedPerNetwork),
       vteps_(cfg.vtep && cfg.vtep->next_hop ? std::optional(ipv4_be32(*cfg.vtep->next_hop))
                                              : std::nullopt,
@@ -119,18 +119,18 @@ Status Switch::restore(const Store::Saved& saved) {
   for (const auto& [spec, lvlan] : saved.ports) {
     if (Status st = model_.restore_port(spec, lvlan); !st)
       return Error{st.error().code, store_->path() + ": port " + spec.id + ": " + st.error().message};
-    auto idx = slots_.alloc_index();
+    auto idx = ports_.alloc_index();
     if (!idx) return exhausted("restoring port " + spec.id + ": no free datapath port index");
     auto rt = attach(spec, *idx);
     if (!rt) {
       spdlog::error("port {}: {} (bound, down until re-bound)", spec.id, rt.error().message);
       PortRuntime down;
       down.dp.dp = *idx;
-      ports_.emplace(spec.id, std::move(down));
+      ports_.add(spec.id, std::move(down));
       continue;
     }
     const bool live = rt->dp.live;
-    ports_.emplace(spec.id, std::move(*rt));
+    ports_.add(spec.id, std::move(*rt));
     if (live) announce_up_when_live(spec.id);
   }
   // Every port's rules are compiled before the first snapshot enables any
@@ -144,7 +144,7 @@ Status Switch::restore(const Store::Saved& saved) {
   return ok();
 }
 
-Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
+Result<PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
   PortRuntime rt;
   rt.base = port_counter_sums(idx);
   if (spec.attach.kind == Attachment::Kind::kVhost) {
@@ -160,7 +160,7 @@ Result<Switch::PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
   } else {
     auto dev = open_ethdev(spec.attach.devargs, static_cast<uint16_t>(workers_.size()));
     if (!dev) return dev.error();
-    rt.dp = DpPort{idx, dev->port_id, slots_.assign_rx_queues(dev->n_rxq), dev->n_txq, true};
+    rt.dp = DpPort{idx, dev->port_id, ports_.assign_rx_queues(dev->n_rxq), dev->n_txq, true};
     rt.dev = *dev;
   }
   rt.has_device = true;
@@ -201,11 +201,10 @@ Switch::~Switch() {
   // destroy_device waiting for us). Every ethdev closes, its interrupt
   // callbacks with it, before the pools it used go (below): on the interrupt
   // thread, so that no callback of its can still be running then.
-  for (auto& [id, p] : ports_) detach(p);
+  for (auto& [id, p] : ports_.ports()) detach(p);
   offload_.clear();
-  for (auto& [name, u] : uplinks_) close_and_retire(u.dev);
+  for (const auto& [name, u] : ports_.uplinks()) close_and_retire(u.dev);
   ports_.clear();
-  uplinks_.clear();
   publisher_.poll();  // workers stopped: run what waited for a grace period
   rte_free(shared_.qsbr);
   // Every device is closed and no worker runs: whatever buffers are still
@@ -218,9 +217,10 @@ Status Switch::open_physnets() {
   for (const auto& [name, devargs] : cfg_.physnets) {
     auto dev = open_ethdev(devargs, static_cast<uint16_t>(workers_.size()));
     if (!dev) return Error{"device_error", "physnets." + name + ".device: " + dev.error().message};
-    auto idx = slots_.alloc_index();
-    Uplink u{DpPort{*idx, dev->port_id, slots_.assign_rx_queues(dev->n_rxq), dev->n_txq, true}, *dev};
-    uplinks_.emplace(name, std::move(u));
+    if (Status st = ports_.add_uplink(name, *dev); !st) {
+      close_and_retire(*dev);
+      return st;
+    }
     offload_.add_port(name, dev->port_id, dev->n_rxq);
   }
   return ok();
@@ -268,8 +268,7 @@ void Switch::republish() {
   BuildInput in;
   in.model = &model_;
   in.n_workers = static_cast<uint16_t>(workers_.size());
-  for (const auto& [id, p] : ports_) in.ports.emplace(id, p.dp);
-  for (const auto& [name, u] : uplinks_) in.uplinks.emplace(name, u.dp);
+  ports_.fill(in);
   in.classifiers = sg_.classifiers();
   in.learned = learned_.entries();
   in.vtep = sync_vteps(in.learned);
@@ -294,17 +293,6 @@ void Switch::poll() {
   free_retired_pools();
 }
 
-Switch::PortRuntime* Switch::port_by_vhost(const std::string& path, int vid, std::string* id) {
-  for (auto& [pid, p] : ports_) {
-    if (p.dp.kind != dp::PortKind::kVhost) continue;
-    if ((vid >= 0 && p.dp.vid == vid) || (vid < 0 && p.vhost_path == path)) {
-      *id = pid;
-      return &p;
-    }
-  }
-  return nullptr;
-}
-
 // A guest driver came or went. The port forwards only when its device is
 // ready AND the snapshot that says so is live; destroy_device is held until
 // no worker can touch the guest's memory (F14, F15).
@@ -313,7 +301,7 @@ void Switch::drain_vhost_events() {
   while (vhost::Backend::instance().pop(&ev)) {
     std::string id;
     if (ev.kind == vhost::EventKind::kNewDevice) {
-      PortRuntime* p = port_by_vhost(ev.path, -1, &id);
+      PortRuntime* p = ports_.by_vhost_path(ev.path, &id);
       if (!p) {
         spdlog::warn("vhost {}: device {} on a socket no port is bound to", ev.path, ev.vid);
         continue;
@@ -322,27 +310,20 @@ void Switch::drain_vhost_events() {
         spdlog::info("port {}: vhost device {} on a socket being detached, ignored", id, ev.vid);
         continue;
       }
-      if (p->dp.vid >= 0) {  // a stale device we never saw go: replace it
-        slots_.release_rx_queues(p->dp.rxq_worker);
-      }
       const uint16_t nq = std::clamp<uint16_t>(rte_vhost_get_vring_num(ev.vid) / 2, 1,
                                                dp::kMaxVhostQueues);
-      p->dp.vid = ev.vid;
-      p->dp.n_txq = nq;
-      p->dp.rxq_worker = slots_.assign_rx_queues(nq);
-      p->dp.rxq_paused = 0;
-      p->dp.live = true;
+      ports_.vhost_ready(*p, ev.vid, nq);
       spdlog::info("port {}: vhost device {} ready, {} queue pair(s)", id, ev.vid, nq);
       republish();
       announce_up_when_live(id);
     } else if (ev.kind == vhost::EventKind::kDestroyDevice) {
-      PortRuntime* p = port_by_vhost(ev.path, ev.vid, &id);
+      PortRuntime* p = ports_.by_vid(ev.vid, &id);
       if (!p) {
         vhost::Backend::instance().complete(ev.vid);
         continue;
       }
       const bool was_live = p->dp.live;  // not after a STOPPED took it down
-      forget_vhost_device(*p);
+      ports_.vhost_gone(*p);
       p->announced = false;
       spdlog::info("port {}: vhost device {} gone", id, ev.vid);
       republish();
@@ -355,18 +336,11 @@ void Switch::drain_vhost_events() {
   }
 }
 
-void Switch::forget_vhost_device(PortRuntime& p) {
-  slots_.release_rx_queues(p.dp.rxq_worker);
-  p.dp.rxq_worker.clear();
-  p.dp.vid = -1;
-  p.dp.live = false;
-}
-
 void Switch::announce_up_when_live(const std::string& id) {
   publisher_.after_grace([this, id] {
-    auto it = ports_.find(id);
-    if (it == ports_.end() || !it->second.dp.live) return;  // gone again meanwhile
-    it->second.announced = true;
+    PortRuntime* p = ports_.find(id);
+    if (!p || !p->dp.live) return;  // gone again meanwhile
+    p->announced = true;
     emit("port-up", id);
     emit("vif-plugged", id);
   });

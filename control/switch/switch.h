@@ -28,7 +28,7 @@
 #include "control/ops/rxq_balance.h"
 #include "control/switch/conntrack_upkeep.h"
 #include "control/switch/mac_table.h"
-#include "control/switch/port_slots.h"
+#include "control/switch/port_table.h"
 #include "control/switch/publisher.h"
 #include "control/switch/sg_cache.h"
 #include "control/switch/snapshot_builder.h"
@@ -89,23 +89,6 @@ class Switch {
   void set_watcher(const LibvirtWatcher* w) { watcher_ = w; }
 
  private:
-  struct PortRuntime {
-    DpPort dp;
-    Ethdev dev;                  // kEthdev attachments
-    std::vector<uint64_t> base;  // counters at bind (datapath indexes are reused)
-    std::string vhost_path;      // kVhost attachments
-    std::optional<CaptureDev> capture;  // kVhost: its stand-in for dpdk-dumpcap (dp.capture)
-    bool has_device = false;     // an ethdev was opened / a socket registered
-    bool announced = false;      // port-up went out: live in every worker
-    // The instance this port is an interface of, as libvirt last told.
-    std::string domain_uuid, domain_name, domain_alias;
-    const char* domain_state = nullptr;  // running, paused, stopped, undefined; null: none seen
-  };
-  struct Uplink {
-    DpPort dp;
-    Ethdev dev;
-  };
-
   explicit Switch(const Config& cfg);
   Status open_physnets();
   // Rebuilds networks and bindings, with their local VLANs, from the store
@@ -223,14 +206,10 @@ class Switch {
   void forget_learned_of_released_vlans();
   void age_learned();
   void drain_vhost_events();
-  PortRuntime* port_by_vhost(const std::string& path, int vid, std::string* id);
   void emit(const char* event, const std::string& port_id);
   // Stops the port forwarding (its device, if any, stays registered); port-down
   // goes out once no worker forwards for it. Nothing when it is not live.
   void take_down(const std::string& id, PortRuntime& p);
-  // The port's vhost device is gone: its rx queues leave their workers' load
-  // and it is no longer live (the caller republishes).
-  void forget_vhost_device(PortRuntime& p);
   // Lifecycle helpers (switch_lifecycle.cc).
   struct Mapped {
     std::string id;
@@ -239,7 +218,7 @@ class Switch {
   std::vector<Mapped> map_interfaces(const std::string& xml, const char* context);
   void replug(const std::string& id, PortRuntime& p);
   void unplug(const std::string& id, PortRuntime& p);
-  void count_skip(const std::string& reason) { lifecycle_skips_[reason]++; }
+  void count_skip(const std::string& reason) { lifecycle_counts_.skipped[reason]++; }
   // Server-mode sockets in the socket directory that no bound port owns and
   // nothing listens on (left by a crash or by ports unbound meanwhile).
   void clean_socket_dir();
@@ -259,22 +238,24 @@ class Switch {
   rte_mempool* pool_ = nullptr;              // shared: vhost rx, copies, tunnel headers
   std::vector<rte_mempool*> retired_pools_;  // of closed ethdevs, until their buffers are back
   std::vector<std::unique_ptr<dp::Worker>> workers_;
-  std::map<uint64_t, uint64_t> rxq_base_;  // (dp << 16 | queue) -> rxq_cycles at the window's start
-  bool rebalancing_ = false;               // queues are being moved
-  uint32_t last_rebalance_sec_ = 0;        // the automatic one's last look
-  uint64_t auto_rebalances_ = 0;
+  struct {
+    std::map<uint64_t, uint64_t> base;  // (dp << 16 | queue) -> rxq_cycles at the window's start
+    bool moving = false;                // queues are being moved
+    uint32_t last_sec = 0;              // the automatic one's last look
+    uint64_t automatic = 0;             // automatic rebalances done
+  } rebalance_;
   bool running_ = false;
 
-  std::map<std::string, PortRuntime> ports_;  // by port id
-  std::map<std::string, Uplink> uplinks_;     // by physnet
-  PortSlots slots_;  // datapath port indexes, rx queues per worker
+  PortTable ports_;  // ports and uplinks as the datapath has them
   MacTable learned_;  // MACs learned behind physnets and remote VTEPs
   EventLog events_;
   uint64_t start_tsc_ = 0;
   uint32_t last_age_sec_ = 0;
   const LibvirtWatcher* watcher_ = nullptr;
-  std::map<std::string, uint64_t> lifecycle_events_;  // by kind
-  std::map<std::string, uint64_t> lifecycle_skips_;   // by reason
+  struct {
+    std::map<std::string, uint64_t> handled;  // libvirt events applied, by kind
+    std::map<std::string, uint64_t> skipped;  // by reason
+  } lifecycle_counts_;
   CacheDumps dumps_;  // cache.dump requests
   VtepTable vteps_;  // remote VTEPs' indexes and next hops
   FlowOffload offload_;               // the physnet NICs' rte_flow rules, synced at republish

@@ -94,9 +94,9 @@ std::optional<VtepInput> Switch::sync_vteps(const std::vector<LearnedMac>& learn
   in.config.udp_port = cfg.udp_port;
   in.config.ttl = cfg.ttl;
   in.config.learning = cfg.learning;
-  if (auto up = uplinks_.find(cfg.physnet); up != uplinks_.end()) {
+  if (const Uplink* up = ports_.uplink(cfg.physnet)) {
     rte_ether_addr mac;
-    if (rte_eth_macaddr_get(up->second.dev.port_id, &mac) == 0)
+    if (rte_eth_macaddr_get(up->dev.port_id, &mac) == 0)
       std::copy(mac.addr_bytes, mac.addr_bytes + 6, in.config.mac);
   }
   vteps_.fill(in);
