@@ -25,6 +25,7 @@
 #include "control/daemon/privileges.h"
 #include "control/daemon/state_dir.h"
 #include "control/devices/eal_interrupts.h"
+#include "control/etcd/etcd_agent.h"
 #include "control/lifecycle/libvirt_watcher.h"
 #include "control/ops/metrics.h"
 #include "control/ops/telemetry.h"
@@ -120,12 +121,27 @@ int run(const Config& cfg) {
     s->set_watcher(watcher.get());
     watcher->start();
   }
+  // Desired state from etcd (neutron's ML2 driver), when configured: the
+  // one source of it on this host from now on.
+  std::unique_ptr<strait::ctl::EtcdAgent> etcd;
+  if (cfg.etcd) {
+    strait::ctl::Switch* s = sw->get();
+    s->set_desired_state_source("etcd (" + cfg.etcd->prefix + ", host " + cfg.etcd->host + ")");
+    etcd = std::make_unique<strait::ctl::EtcdAgent>(*cfg.etcd, loop, *s,
+                                                    strait::ctl::alive_json(cfg));
+    s->set_status("etcd", [e = etcd.get()] { return e->status(); });
+    etcd->start();
+  }
   spdlog::info("straitd {} ready: {} worker(s), API on {}", STRAIT_VERSION,
                cfg.worker_lcores.size(), cfg.api_socket);
   while (!stop) {
     loop.run_once((*sw)->busy() ? 1 : 10);
     (*sw)->poll();
     strait::ctl::telemetry_tick(**sw);
+  }
+  if (etcd) {  // the lease is revoked: neutron sees this host gone at once
+    (*sw)->set_status("", nullptr);
+    etcd.reset();
   }
   if (watcher) {
     (*sw)->set_watcher(nullptr);

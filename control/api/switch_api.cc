@@ -51,41 +51,45 @@ json drops_json(const std::vector<uint64_t>& v, size_t first) {
 
 const std::vector<Switch::Method>& Switch::methods() {
   static const std::vector<Method> kMethods = {
-      {"network.create", &Switch::network_create, true},
-      {"network.delete", &Switch::network_delete, true},
-      {"network.list", &Switch::network_list, false},
-      {"port.bind", &Switch::port_bind, true},
-      {"port.unbind", &Switch::port_unbind, true},
-      {"port.update", &Switch::port_update, true},
-      {"security_group.create", &Switch::security_group_create, true},
-      {"security_group.delete", &Switch::security_group_delete, true},
-      {"security_group.list", &Switch::security_group_list, false},
-      {"security_group.show", &Switch::security_group_show, false},
-      {"security_group_rule.create", &Switch::sg_rule_create, true},
-      {"security_group_rule.delete", &Switch::sg_rule_delete, true},
-      {"port.list", &Switch::port_list, false},
-      {"port.show", &Switch::port_show, false},
-      {"port.capture", &Switch::port_capture, true},
-      {"show", &Switch::show_method, false},
-      {"stats", &Switch::stats_method, false},
-      {"trace", &Switch::trace, false},
-      {"cache.dump", &Switch::cache_dump, false},
-      {"tunnel.fdb.add", &Switch::tunnel_fdb_add, true},
-      {"tunnel.fdb.delete", &Switch::tunnel_fdb_delete, true},
-      {"tunnel.flood.set", &Switch::tunnel_flood_set, true},
-      {"tunnel.show", &Switch::tunnel_show, false},
-      {"workers.rebalance", &Switch::workers_rebalance, true},
-      {"physnet.restart", &Switch::physnet_restart, true},
-      {"log.level", &Switch::log_level, true},
+      {"network.create", &Switch::network_create, Kind::kDesired},
+      {"network.delete", &Switch::network_delete, Kind::kDesired},
+      {"network.list", &Switch::network_list, Kind::kQuery},
+      {"port.bind", &Switch::port_bind, Kind::kDesired},
+      {"port.unbind", &Switch::port_unbind, Kind::kDesired},
+      {"port.update", &Switch::port_update, Kind::kDesired},
+      {"security_group.create", &Switch::security_group_create, Kind::kDesired},
+      {"security_group.delete", &Switch::security_group_delete, Kind::kDesired},
+      {"security_group.list", &Switch::security_group_list, Kind::kQuery},
+      {"security_group.show", &Switch::security_group_show, Kind::kQuery},
+      {"security_group_rule.create", &Switch::sg_rule_create, Kind::kDesired},
+      {"security_group_rule.delete", &Switch::sg_rule_delete, Kind::kDesired},
+      {"port.list", &Switch::port_list, Kind::kQuery},
+      {"port.show", &Switch::port_show, Kind::kQuery},
+      {"port.capture", &Switch::port_capture, Kind::kLive},
+      {"show", &Switch::show_method, Kind::kQuery},
+      {"stats", &Switch::stats_method, Kind::kQuery},
+      {"trace", &Switch::trace, Kind::kQuery},
+      {"cache.dump", &Switch::cache_dump, Kind::kQuery},
+      {"tunnel.fdb.add", &Switch::tunnel_fdb_add, Kind::kDesired},
+      {"tunnel.fdb.delete", &Switch::tunnel_fdb_delete, Kind::kDesired},
+      {"tunnel.flood.set", &Switch::tunnel_flood_set, Kind::kDesired},
+      {"tunnel.show", &Switch::tunnel_show, Kind::kQuery},
+      {"workers.rebalance", &Switch::workers_rebalance, Kind::kLive},
+      {"physnet.restart", &Switch::physnet_restart, Kind::kLive},
+      {"log.level", &Switch::log_level, Kind::kLive},
   };
   return kMethods;
 }
 
-void Switch::call(const std::string& method, const json& params, Done done) {
+void Switch::call(const std::string& method, const json& params, Done done, Origin origin) {
   const auto& table = methods();
   auto m = std::find_if(table.begin(), table.end(), [&](const Method& x) { return method == x.name; });
   if (m == table.end()) return done(error_reply(invalid("method: unknown method '" + method + "'")));
-  if (m->mutating) {
+  if (m->kind == Kind::kDesired && origin == Origin::kLocal && !desired_source_.empty())
+    return done(error_reply(Error{"failed_precondition",
+                                  std::string(m->name) + ": desired state on this host comes from " +
+                                      desired_source_ + "; change it there (through neutron)"}));
+  if (m->kind != Kind::kQuery) {
     // What changed the switch, and who it was about, in straitd's log: the
     // trail an operator reads after the fact. Refusals change nothing.
     const json* id = params.is_object() && params.contains("id") ? &params["id"] : nullptr;
@@ -138,6 +142,12 @@ void Switch::security_group_show(const json& params, Done done) {
 }
 
 void Switch::show_method(const json&, Done done) { done(ok_reply(show())); }
+
+bool Switch::port_up(const std::string& id) const {
+  const PortRuntime* r = ports_.find(id);
+  const dp::PortEntry* e = r ? publisher_.current()->port(r->dp.dp) : nullptr;
+  return e && e->enabled && r->announced;
+}
 void Switch::stats_method(const json&, Done done) { done(ok_reply(stats())); }
 
 void Switch::network_create(const json& params, Done done) {
@@ -314,9 +324,8 @@ json Switch::port_json(const PortSpec& p) const {
   json j = to_json(p);
   j["local_vlan"] = model_.local_vlan(p.network);
   const PortRuntime* r = ports_.find(p.id);
-  const dp::PortEntry* e = r ? publisher_.current()->port(r->dp.dp) : nullptr;
   // "up" once every worker forwards for it, which is when port-up went out.
-  j["state"] = e && e->enabled && r->announced ? "up" : "down";
+  j["state"] = port_up(p.id) ? "up" : "down";
   j["dp_port"] = r ? json(r->dp.dp) : json(nullptr);
   const bool ethdev = r && r->has_device && r->dp.kind == dp::PortKind::kEthdev;
   j["ethdev"] = ethdev ? json(r->dev.port_id) : json(nullptr);
@@ -338,6 +347,12 @@ json Switch::port_json(const PortSpec& p) const {
 }
 
 json Switch::show() const {
+  json out = show_switch();
+  if (status_) out[status_key_] = status_();
+  return out;
+}
+
+json Switch::show_switch() const {
   json workers = json::array();
   const dp::Snapshot* s = publisher_.current();
   for (const auto& w : workers_) {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sys/un.h>
+#include <unistd.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -122,7 +123,8 @@ class Reader {
 Status read_top(const Reader& r, const toml::table& doc, Config& c) {
   if (auto s = r.known_keys(doc, "",
                             {"state_dir", "api_socket", "datapath", "physnets", "libvirt", "vhost",
-                             "metrics", "conntrack", "vtep", "offload", "privileges"});
+                             "metrics", "conntrack", "vtep", "offload", "privileges",
+                             "etcd"});
       !s) {
     return s;
   }
@@ -395,6 +397,57 @@ Status read_offload(const Reader& r, const toml::node& node, Config& c) {
   return ok();
 }
 
+Status read_etcd(const Reader& r, const toml::node& node, Config& c) {
+  Error err;
+  const toml::table* t = r.table(node, "etcd", &err);
+  if (!t) return err;
+  if (auto s = r.known_keys(*t, "etcd", {"endpoints", "host", "prefix", "lease_ttl_s"}); !s)
+    return s;
+  EtcdSettings e;
+  const toml::node* en = t->get("endpoints");
+  if (!en) return r.error("etcd.endpoints", "required (etcd's client URLs)");
+  const toml::array* arr = en->as_array();
+  if (!arr || arr->empty())
+    return r.error("etcd.endpoints", "expected a non-empty array of URLs, got " + describe(*en));
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string path = "etcd.endpoints[" + std::to_string(i) + "]";
+    auto url = r.string(*arr->get(i), path);
+    if (!url) return url.error();
+    const bool http = url->rfind("http://", 0) == 0, https = url->rfind("https://", 0) == 0;
+    const size_t host_at = http ? 7 : 8;
+    if ((!http && !https) || url->size() <= host_at || url->find_first_of(" \t\r\n") != std::string::npos)
+      return r.error(path, "\"" + *url + "\" is not an http:// or https:// URL");
+    while (url->size() > host_at + 1 && url->back() == '/') url->pop_back();
+    e.endpoints.push_back(*url);
+  }
+  if (auto n = t->get("host")) {
+    auto h = r.string(*n, "etcd.host");
+    if (!h) return h.error();
+    if (h->size() > 255 || h->find_first_of("/ \t\r\n") != std::string::npos)
+      return r.error("etcd.host", "\"" + *h + "\" is not a host name (no '/' or spaces, at most 255 bytes)");
+    e.host = *h;
+  } else {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0 || !name[0])
+      return r.error("etcd.host", "not set, and the system's host name is unknown");
+    e.host = name;
+  }
+  if (auto n = t->get("prefix")) {
+    auto p = r.string(*n, "etcd.prefix");
+    if (!p) return p.error();
+    if (p->front() != '/' || p->size() < 2 || p->back() == '/')
+      return r.error("etcd.prefix", "\"" + *p + "\" must start with '/' and not end with one");
+    e.prefix = *p;
+  }
+  if (auto n = t->get("lease_ttl_s")) {
+    auto v = r.integer(*n, "etcd.lease_ttl_s", 2, 3600);
+    if (!v) return v.error();
+    e.lease_ttl_s = static_cast<uint32_t>(*v);
+  }
+  c.etcd = std::move(e);
+  return ok();
+}
+
 Result<IpAddr> read_ipv4(const Reader& r, const toml::node& n, const std::string& path) {
   auto s = r.string(n, path);
   if (!s) return s.error();
@@ -560,6 +613,9 @@ Result<Config> parse_config(std::string_view toml_text, const std::string& origi
   }
   if (auto n = doc.get("vtep")) {  // after [physnets]: it names one
     if (auto s = read_vtep(r, *n, c); !s) return s.error();
+  }
+  if (auto n = doc.get("etcd")) {
+    if (auto s = read_etcd(r, *n, c); !s) return s.error();
   }
   if (auto n = doc.get("privileges")) {  // after [vhost]: its sockets' owner and group
     if (auto s = read_privileges(r, *n, c); !s) return s.error();

@@ -39,6 +39,16 @@ struct PrivilegeSettings {
   std::vector<int> capabilities;  // CAP_* kept after the switch (privileges.h lists those allowed)
 };
 
+// [etcd]: desired state from etcd, written there by neutron's ML2 driver
+// (networking-strait/), and this host's liveness and port states written
+// back (control/etcd/, docs/openstack.md). Absent: the API is the only source.
+struct EtcdSettings {
+  std::vector<std::string> endpoints;  // etcd client URLs (http:// or https://), tried in turn
+  std::string host;                    // this host's name, as neutron's binding:host_id says it
+  std::string prefix = "/strait";      // every key straitd reads or writes starts with it
+  uint32_t lease_ttl_s = 10;           // the liveness key goes this long after straitd does
+};
+
 struct Config {
   std::string state_dir = "/var/lib/strait";
   std::string api_socket = "/run/strait/api.sock";
@@ -74,6 +84,7 @@ struct Config {
   // do work of the workers (control/devices/flow_offload.h); false: none are asked.
   bool offload_rte_flow = true;
   std::optional<PrivilegeSettings> privileges;  // absent: straitd stays as it was started
+  std::optional<EtcdSettings> etcd;
 };
 
 // Reads and validates a config file. Errors are invalid_argument, with

@@ -52,18 +52,33 @@ class Switch {
   // down with a port-down event, while subscribers are still connected.
   void shut_down_ports();
 
+  // Who asked: a local client (the API socket, straitctl) or etcd's intake
+  // (control/etcd/intake.h).
+  enum class Origin { kLocal, kEtcd };
   // Runs one API request. `done` is called exactly once: at once for
   // queries and refusals, after the grace period for changes.
-  void call(const std::string& method, const nlohmann::json& params, Done done);
+  void call(const std::string& method, const nlohmann::json& params, Done done,
+            Origin origin = Origin::kLocal);
   // The API's methods (control/api/switch_api.cc), in the order docs/api.md
-  // lists them; `mutating`: a change of desired or live state, logged with
-  // its outcome. events.subscribe is the API server's own.
+  // lists them. Changes are logged with their outcome. events.subscribe is
+  // the API server's own.
+  enum class Kind {
+    kQuery,    // changes nothing
+    kDesired,  // changes desired state (persisted; etcd's alone on a host etcd drives)
+    kLive,     // changes live state only (capture, queues, NIC restart, log level)
+  };
   struct Method {
     const char* name;
     void (Switch::*handler)(const nlohmann::json& params, Done done);
-    bool mutating;
+    Kind kind;
   };
   static const std::vector<Method>& methods();
+  // Desired state comes from etcd (`source` names it in refusals): local
+  // requests that would change it are refused, so that the host cannot
+  // drift from what neutron holds.
+  void set_desired_state_source(std::string source) { desired_source_ = std::move(source); }
+  // Whether the port is forwarding in every worker (port-up went out).
+  bool port_up(const std::string& id) const;
   // Control-loop tick: grace periods, learned MACs, aging. Never blocks.
   void poll();
   // Whether poll() has work waiting on a grace period (poll more often).
@@ -87,9 +102,15 @@ class Switch {
   void on_domain_listing(const std::vector<DomainState>& domains);
   // Where `show` reads the watcher's status from (may stay unset).
   void set_watcher(const LibvirtWatcher* w) { watcher_ = w; }
+  // Another part of straitd `show` reports on, under `key` (etcd); empty: none.
+  void set_status(std::string key, std::function<nlohmann::json()> status) {
+    status_key_ = std::move(key);
+    status_ = std::move(status);
+  }
 
  private:
   explicit Switch(const Config& cfg);
+  nlohmann::json show_switch() const;  // show() but set_status's part
   Status open_physnets();
   // Rebuilds networks and bindings, with their local VLANs, from the store
   // (F4, F11). A device that cannot be opened leaves its port bound and down.
@@ -260,6 +281,9 @@ class Switch {
   VtepTable vteps_;  // remote VTEPs' indexes and next hops
   FlowOffload offload_;               // the physnet NICs' rte_flow rules, synced at republish
   std::set<std::string> restarting_;  // physnets in a physnet.restart
+  std::string desired_source_;        // set_desired_state_source; empty: local requests
+  std::string status_key_;            // set_status
+  std::function<nlohmann::json()> status_;
 };
 
 }  // namespace strait::ctl

@@ -1,0 +1,357 @@
+// straitd's etcd side against a real etcd (started here) and a real Switch:
+// documents neutron's driver writes become bindings through the API's own
+// path, refusals are reported per document with their reason, state goes
+// back to etcd, a host that etcd drives refuses local changes, and a
+// reconnect (etcd restarted) reconciles in place without touching ports
+// whose documents did not change. docs/openstack.md has the key layout.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "control/daemon/event_loop.h"
+#include "control/etcd/etcd_agent.h"
+#include "control/etcd/etcd_client.h"
+#include "tests/switch_harness.h"
+
+namespace strait::test {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// etcd as a plain process on loopback, its data kept across restart().
+class EtcdProcess {
+ public:
+  EtcdProcess() {
+    char dir[] = "/tmp/strait-etcd-XXXXXX";
+    dir_ = mkdtemp(dir);
+    port_ = 20000 + getpid() % 20000;
+    start();
+  }
+  ~EtcdProcess() {
+    stop();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string client = url(), peer = "http://127.0.0.1:" + std::to_string(port_ + 1);
+      const std::string log = dir_ + "/etcd.log";
+      freopen(log.c_str(), "a", stdout);
+      freopen(log.c_str(), "a", stderr);
+      execl("/usr/bin/etcd", "etcd", "--data-dir", (dir_ + "/data").c_str(),
+            "--listen-client-urls", client.c_str(), "--advertise-client-urls", client.c_str(),
+            "--listen-peer-urls", peer.c_str(), "--initial-advertise-peer-urls", peer.c_str(),
+            "--initial-cluster", ("default=" + peer).c_str(), nullptr);
+      _exit(127);
+    }
+    ctl::EtcdClient c({url()}, 500);
+    for (int i = 0; i < 100; i++) {
+      if (c.range_prefix("/")) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "etcd did not start (is etcd-server installed? log: " << dir_ << "/etcd.log)";
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+constexpr char kPrefix[] = "/strait-test";
+constexpr char kHost[] = "compute-1";
+constexpr char kNet[] = "5b1c8d0e-0000-4000-8000-000000000001";
+constexpr char kGroup[] = "5b1c8d0e-0000-4000-8000-00000000a001";
+
+std::string uuid(int n) {
+  char buf[40];
+  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
+  return buf;
+}
+
+// A port document as networking-strait writes it.
+json port_doc(int n, const std::string& mac, uint32_t vlan = 100, json extra = json::object()) {
+  json d = {{"id", uuid(n)},
+            {"mac_address", mac},
+            {"fixed_ips", {"10.0.0." + std::to_string(n)}},
+            {"security_groups", {kGroup}},
+            {"port_security_enabled", true},
+            {"network", {{"id", kNet}, {"network_type", "vlan"}, {"physical_network", "physnet1"},
+                         {"segmentation_id", vlan}, {"mtu", 1500}}},
+            {"vhostuser_socket", "/tmp/strait-etcd-test-vhu" + std::to_string(n)},
+            {"vhostuser_mode", "server"}};
+  d.update(extra);
+  return d;
+}
+
+json group_doc(std::vector<json> rules) {
+  return {{"id", kGroup}, {"name", "web"}, {"rules", rules}};
+}
+
+json rule(const std::string& id, int port) {
+  return {{"id", id}, {"direction", "ingress"}, {"ethertype", "IPv4"}, {"protocol", "tcp"},
+          {"port_range_min", port}, {"port_range_max", port}, {"remote_ip_prefix", nullptr},
+          {"remote_group_id", nullptr}, {"tenant_id", "ignored"}};
+}
+
+class EtcdTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { etcd_ = new EtcdProcess(); }
+  static void TearDownTestSuite() {
+    delete etcd_;
+    etcd_ = nullptr;
+  }
+  void SetUp() override {
+    client_ = std::make_unique<ctl::EtcdClient>(std::vector<std::string>{etcd_->url()});
+    wipe();
+    uplink_ = std::make_unique<RingPort>("net_ring_etcd_up");
+    cfg_ = test_config();
+    cfg_.physnets = {{"physnet1", uplink_->name()}};
+    cfg_.vhost_socket_dir = "/tmp";
+    ctl::EtcdSettings e;
+    e.endpoints = {etcd_->url()};
+    e.host = kHost;
+    e.prefix = kPrefix;
+    e.lease_ttl_s = 3;
+    cfg_.etcd = e;
+  }
+  void TearDown() override {
+    stop_agent();
+    h_.reset();
+    uplink_.reset();
+  }
+  void wipe() { ASSERT_TRUE(client_->del_prefix(kPrefix)); }
+  void start(bool keep_state = false) {
+    h_ = std::make_unique<Harness>(cfg_, keep_state);
+    h_->sw().set_desired_state_source("etcd");
+    agent_ = std::make_unique<ctl::EtcdAgent>(*cfg_.etcd, loop_, h_->sw(), ctl::alive_json(cfg_));
+    h_->sw().events().subscribe([this](const json& ev) { events_.push_back(ev); });
+    agent_->start();
+  }
+  void stop_agent() { agent_.reset(); }
+  // Runs the control loop as straitd does until pred() holds.
+  bool until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 8s) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      loop_.run_once(2);
+      h_->sw().poll();
+      if (pred()) return true;
+    }
+    return false;
+  }
+  void put(const std::string& key, const json& doc) { put_raw(key, doc.dump()); }
+  void put_raw(const std::string& key, const std::string& text) {
+    ASSERT_TRUE(client_->put(std::string(kPrefix) + key, text));
+  }
+  void del(const std::string& key) { ASSERT_TRUE(client_->del(std::string(kPrefix) + key)); }
+  static std::string port_key(int n) { return std::string("/nodes/") + kHost + "/ports/" + uuid(n); }
+  static std::string group_key() { return std::string("/global/secgroups/") + kGroup; }
+  // The state straitd wrote for port n (null when none).
+  json state(int n) {
+    auto r = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/ports/" + uuid(n));
+    if (!r || r->kvs.empty()) return nullptr;
+    return json::parse(r->kvs[0].value);
+  }
+  bool state_is(int n, const std::string& s) {
+    json st = state(n);
+    return st.is_object() && st.value("state", "") == s;
+  }
+  const ctl::Model& model() { return h_->sw().model(); }
+
+  static EtcdProcess* etcd_;
+  std::unique_ptr<ctl::EtcdClient> client_;
+  std::unique_ptr<RingPort> uplink_;
+  ctl::Config cfg_;
+  ctl::EventLoop loop_;
+  std::unique_ptr<Harness> h_;
+  std::unique_ptr<ctl::EtcdAgent> agent_;
+  std::vector<json> events_;
+};
+
+EtcdProcess* EtcdTest::etcd_ = nullptr;
+
+TEST(EtcdClient, PrefixRangeEnd) {
+  EXPECT_EQ(ctl::prefix_range_end("/a/"), "/a0");
+  EXPECT_EQ(ctl::prefix_range_end("a\xff"), "b");
+  EXPECT_EQ(ctl::prefix_range_end("\xff\xff"), std::string(1, '\0'));
+}
+
+TEST_F(EtcdTest, ValuesRoundTripByteForByte) {
+  std::string bytes;
+  for (int i = 0; i < 256; i++) bytes.push_back(char(i));
+  for (size_t n : {0, 1, 2, 3, 4, 255, 256}) {
+    ASSERT_TRUE(client_->put(std::string(kPrefix) + "/x/" + std::to_string(n), bytes.substr(0, n)));
+    auto r = client_->range_prefix(std::string(kPrefix) + "/x/" + std::to_string(n));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->kvs.size(), 1u);
+    EXPECT_EQ(r->kvs[0].value, bytes.substr(0, n)) << n;
+  }
+}
+
+TEST_F(EtcdTest, DocumentsBecomeBindingsAndStatesGoBack) {
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80)}));
+  put(port_key(1), port_doc(1, "fa:16:3e:00:00:01"));
+  start();
+  ASSERT_TRUE(until([&] { return state_is(1, "bound"); })) << state(1);
+  const ctl::PortSpec* p = model().port(uuid(1));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->network, kNet);
+  EXPECT_EQ(p->attach.mode, ctl::Attachment::Mode::kClient);  // QEMU is the server
+  EXPECT_EQ(model().network(kNet)->seg_id, 100u);
+  ASSERT_TRUE(model().security_group(kGroup));
+  EXPECT_EQ(model().security_group(kGroup)->rules.size(), 1u);
+  EXPECT_GT(state(1)["revision"].get<int64_t>(), 0);
+
+  // The host is alive, with what it offers.
+  auto alive = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/alive");
+  ASSERT_TRUE(alive);
+  ASSERT_EQ(alive->kvs.size(), 1u);
+  EXPECT_EQ(json::parse(alive->kvs[0].value)["physnets"], json::array({"physnet1"}));
+
+  // A second port, a watched change.
+  put(port_key(2), port_doc(2, "fa:16:3e:00:00:02"));
+  ASSERT_TRUE(until([&] { return state_is(2, "bound"); })) << state(2);
+  EXPECT_EQ(model().ports().size(), 2u);
+
+  // A rule added and one removed through the group's document.
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000002", 443)}));
+  ASSERT_TRUE(until([&] {
+    const ctl::SecurityGroup* g = model().security_group(kGroup);
+    return g->rules.size() == 1 && g->rules[0].id == "6f0e0000-0000-4000-8000-000000000002";
+  }));
+
+  // A port update (its fixed IP) keeps the binding: no unbind, no blink.
+  const size_t before = events_.size();
+  put(port_key(2), port_doc(2, "fa:16:3e:00:00:02", 100, {{"fixed_ips", {"10.0.0.22"}}}));
+  ASSERT_TRUE(until([&] { return model().port(uuid(2))->fixed_ips.size() == 1 &&
+                                 ctl::ip_to_string(model().port(uuid(2))->fixed_ips[0]) == "10.0.0.22"; }));
+  for (size_t i = before; i < events_.size(); i++) EXPECT_NE(events_[i]["event"], "port-unbound");
+
+  // A deleted document: the port goes, its state key with it, and the
+  // network with its last port.
+  del(port_key(1));
+  ASSERT_TRUE(until([&] { return !model().port(uuid(1)) && state(1).is_null(); }));
+  del(port_key(2));
+  ASSERT_TRUE(until([&] { return model().ports().empty() && state(2).is_null(); }));
+  EXPECT_FALSE(model().network(kNet));
+
+  // Stopping revokes the lease: the host is gone at once.
+  stop_agent();
+  auto gone = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/alive");
+  ASSERT_TRUE(gone);
+  EXPECT_TRUE(gone->kvs.empty());
+}
+
+TEST_F(EtcdTest, RefusedDocumentsSayWhyAndTheRestWorks) {
+  put(group_key(), group_doc({}));
+  put(port_key(1), port_doc(1, "fa:16:3e:00:00:01"));
+  put_raw(port_key(2), "{not json");
+  put(port_key(3), port_doc(3, "fa:16:3e:00:00:03", 100,
+                            {{"network", {{"id", "net-gre"}, {"network_type", "gre"},
+                                          {"segmentation_id", 5}}}}));
+  put(port_key(4), port_doc(4, "fa:16:3e:00:00:01"));  // port 1's MAC on the same network
+  put(port_key(5), port_doc(5, "fa:16:3e:00:00:05", 4095,
+                            {{"network", {{"id", "net-bad-vlan"}, {"network_type", "vlan"},
+                                          {"physical_network", "physnet1"},
+                                          {"segmentation_id", 4095}}}}));
+  put(port_key(6), port_doc(6, "fa:16:3e:00:00:06", 100,
+                            {{"security_groups", {"00000000-0000-4000-8000-00000000dead"}}}));
+  start();
+  ASSERT_TRUE(until([&] {
+    return state_is(1, "bound") && state_is(2, "error") && state_is(3, "error") &&
+           state_is(4, "error") && state_is(5, "error") && state_is(6, "error");
+  })) << state(1) << state(2) << state(3) << state(4) << state(5) << state(6);
+  EXPECT_NE(state(2)["reason"].get<std::string>().find("not JSON"), std::string::npos) << state(2);
+  EXPECT_NE(state(3)["reason"].get<std::string>().find("gre"), std::string::npos) << state(3);
+  EXPECT_NE(state(4)["reason"].get<std::string>().find("fa:16:3e:00:00:01"), std::string::npos)
+      << state(4);
+  EXPECT_NE(state(5)["reason"].get<std::string>().find("segmentation_id"), std::string::npos)
+      << state(5);
+  EXPECT_NE(state(6)["reason"].get<std::string>().find("dead"), std::string::npos) << state(6);
+  EXPECT_EQ(model().ports().size(), 1u);
+  EXPECT_FALSE(model().network("net-gre"));
+  EXPECT_FALSE(model().network("net-bad-vlan"));
+
+  // What a refusal waited for arrives: the document is tried again.
+  put("/global/secgroups/00000000-0000-4000-8000-00000000dead",
+      json{{"id", "00000000-0000-4000-8000-00000000dead"}, {"rules", json::array()}});
+  ASSERT_TRUE(until([&] { return state_is(6, "bound"); })) << state(6);
+  // So is a MAC the port that held it gives up.
+  del(port_key(1));
+  ASSERT_TRUE(until([&] { return state_is(4, "bound"); })) << state(4);
+}
+
+TEST_F(EtcdTest, AHostEtcdDrivesRefusesLocalChanges) {
+  start();
+  json r = h_->call("network.create", {{"id", "n1"}, {"type", "local"}});
+  EXPECT_FALSE(r["ok"].get<bool>());
+  EXPECT_EQ(r["error"]["code"], "failed_precondition");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("etcd"), std::string::npos);
+  EXPECT_FALSE(model().network("n1"));
+  EXPECT_TRUE(h_->call("log.level", {{"level", "info"}})["ok"].get<bool>());  // live state only
+  EXPECT_TRUE(h_->call("show")["ok"].get<bool>());
+}
+
+TEST_F(EtcdTest, EtcdRestartedReconcilesInPlace) {
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80)}));
+  put(port_key(1), port_doc(1, "fa:16:3e:00:00:01"));
+  put(port_key(2), port_doc(2, "fa:16:3e:00:00:02"));
+  start();
+  ASSERT_TRUE(until([&] { return state_is(1, "bound") && state_is(2, "bound"); }));
+  const uint64_t gen = h_->sw().publisher().generation();
+  const size_t before = events_.size();
+
+  // etcd goes away: the switch keeps what it has.
+  etcd_->stop();
+  ASSERT_FALSE(until([&] { return model().ports().size() != 2; }, 1500ms));
+  EXPECT_TRUE(h_->call("port.show", {{"id", uuid(1)}})["ok"].get<bool>());
+
+  // It comes back with one change made meanwhile (as neutron's journal
+  // would replay it): port 2 gone. Port 1 is not touched.
+  etcd_->start();
+  del(port_key(2));
+  ASSERT_TRUE(until([&] { return !model().port(uuid(2)) && state(2).is_null(); }, 15s));
+  ASSERT_TRUE(model().port(uuid(1)));
+  for (size_t i = before; i < events_.size(); i++)
+    EXPECT_NE(events_[i]["port"], uuid(1)) << events_[i];
+  EXPECT_GT(h_->sw().publisher().generation(), gen);
+  EXPECT_TRUE(state_is(1, "bound"));
+  // And the host is alive again.
+  ASSERT_TRUE(until([&] {
+    auto a = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/alive");
+    return a && !a->kvs.empty();
+  }, 10s));
+}
+
+TEST_F(EtcdTest, AGuestMakesThePortUp) {
+  // QEMU as the vhost-user client: the switch serves the socket.
+  const std::string sock = "/tmp/strait-etcd-test-guest.sock";
+  std::filesystem::remove(sock);
+  put(group_key(), group_doc({}));
+  put(port_key(7), port_doc(7, "fa:16:3e:00:00:07", 100,
+                            {{"vhostuser_socket", sock}, {"vhostuser_mode", "client"}}));
+  start();
+  ASSERT_TRUE(until([&] { return state_is(7, "bound"); })) << state(7);
+  auto guest = std::make_unique<VirtioGuest>("net_virtio_user_etcd", sock, "fa:16:3e:00:00:07");
+  ASSERT_TRUE(until([&] { return state_is(7, "up"); })) << state(7);
+  h_->release(guest);
+  ASSERT_TRUE(until([&] { return state_is(7, "down"); })) << state(7);
+}
+
+}  // namespace
+}  // namespace strait::test
