@@ -1,0 +1,217 @@
+"""StraitMechanismDriver: binds ports to hosts whose straitd is alive in etcd
+and publishes what those switches need, through the journal (journal.py).
+
+Binding: vnic_type normal, on a vlan, flat or vxlan segment, on a host whose
+straitd holds its liveness key (PREFIX/states/HOST/alive) and offers the
+segment (the physnet, or a VTEP for vxlan). vif_type vhostuser: QEMU is the
+socket's server (vhostuser_mode "server"), straitd the client; the socket is
+vhu + the first 11 characters of the port id in the host's socket directory
+(nova's naming, which straitd's libvirt mapping also reads). No OVS plug.
+
+Publishing (in neutron's transaction, so a rollback publishes nothing):
+  - a port bound to a Strait host: its document under the host;
+  - a port unbound, deleted, or moved: its document under the old host goes;
+  - a security group created, changed (a rule added or removed) or deleted:
+    its document, with every rule.
+"""
+from neutron_lib.api.definitions import portbindings
+from neutron_lib.callbacks import events
+from neutron_lib.callbacks import registry
+from neutron_lib.callbacks import resources
+from neutron_lib import constants as n_const
+from neutron_lib.plugins import directory
+from neutron_lib.plugins.ml2 import api
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from neutron.db import provisioning_blocks
+
+from networking_strait import config
+from networking_strait import etcd as etcd_lib
+from networking_strait import journal
+from networking_strait import keys
+
+LOG = logging.getLogger(__name__)
+
+NAME = 'strait'
+NETWORK_TYPES = ('flat', 'vlan', 'vxlan')
+RULE_FIELDS = ('id', 'direction', 'ethertype', 'protocol', 'port_range_min',
+               'port_range_max', 'remote_ip_prefix', 'remote_group_id')
+
+
+def socket_path(alive, port_id):
+    d = alive.get('vhost_socket_dir') or '/run/strait/vhost'
+    return '%s/vhu%s' % (d.rstrip('/'), port_id[:11])
+
+
+class StraitMechanismDriver(api.MechanismDriver):
+
+    def initialize(self):
+        c = config.conf()
+        self.prefix = c.etcd_prefix
+        self.etcd = etcd_lib.Etcd(c.etcd_endpoints)
+        journal.create_table()
+        for rtype, ev in ((resources.SECURITY_GROUP, events.PRECOMMIT_CREATE),
+                          (resources.SECURITY_GROUP, events.PRECOMMIT_UPDATE),
+                          (resources.SECURITY_GROUP, events.PRECOMMIT_DELETE),
+                          (resources.SECURITY_GROUP_RULE, events.PRECOMMIT_CREATE),
+                          (resources.SECURITY_GROUP_RULE, events.PRECOMMIT_DELETE)):
+            registry.subscribe(self._group_changed, rtype, ev)
+        LOG.info('networking-strait: etcd %s, prefix %s', c.etcd_endpoints, self.prefix)
+
+    def get_workers(self):
+        return [journal.JournalWorker()]
+
+    # ---- binding ----------------------------------------------------------
+
+    def _alive(self, host):
+        try:
+            v = self.etcd.get(keys.alive(self.prefix, host))
+        except etcd_lib.UNAVAILABLE as e:
+            LOG.warning('networking-strait: etcd unreachable, cannot tell whether '
+                        'straitd on %s is alive: %s', host, e)
+            return None
+        if v is None:
+            return None
+        try:
+            return jsonutils.loads(v)
+        except ValueError:
+            return None
+
+    def bind_port(self, context):
+        port = context.current
+        vnic = port.get(portbindings.VNIC_TYPE, portbindings.VNIC_NORMAL)
+        if vnic != portbindings.VNIC_NORMAL:
+            return
+        alive = self._alive(context.host)
+        if alive is None:
+            LOG.warning('networking-strait: not binding port %s to host %s: no '
+                        'straitd alive there (%s)', port['id'], context.host,
+                        keys.alive(self.prefix, context.host))
+            return
+        offered = set(alive.get('network_types', []))
+        for seg in context.segments_to_bind:
+            ntype = seg[api.NETWORK_TYPE]
+            if ntype not in NETWORK_TYPES or ntype not in offered:
+                LOG.warning('networking-strait: port %s, host %s: segment %s is '
+                            '%s, straitd there offers %s', port['id'],
+                            context.host, seg[api.ID], ntype, sorted(offered))
+                continue
+            if ntype != 'vxlan' and seg[api.PHYSICAL_NETWORK] not in alive.get('physnets', []):
+                LOG.warning('networking-strait: port %s, host %s: straitd there '
+                            'has no physnet %s (it has %s)', port['id'],
+                            context.host, seg[api.PHYSICAL_NETWORK],
+                            alive.get('physnets', []))
+                continue
+            context.set_binding(
+                seg[api.ID], portbindings.VIF_TYPE_VHOST_USER,
+                {portbindings.CAP_PORT_FILTER: True,
+                 portbindings.VHOST_USER_MODE: portbindings.VHOST_USER_MODE_SERVER,
+                 portbindings.VHOST_USER_OVS_PLUG: False,
+                 portbindings.VHOST_USER_SOCKET: socket_path(alive, port['id'])})
+            return
+
+    # ---- ports ------------------------------------------------------------
+
+    @staticmethod
+    def _ours(binding_levels, vif_type):
+        return (vif_type == portbindings.VIF_TYPE_VHOST_USER and binding_levels and
+                binding_levels[-1][api.BOUND_DRIVER] == NAME)
+
+    def _port_doc(self, context, original=False):
+        port = context.original if original else context.current
+        seg = context.original_bottom_bound_segment if original else context.bottom_bound_segment
+        details = context.original_vif_details if original else context.vif_details
+        net = context.network.current
+        return {
+            'id': port['id'],
+            'mac_address': port['mac_address'],
+            'fixed_ips': [ip['ip_address'] for ip in port.get('fixed_ips', [])],
+            'allowed_address_pairs': [
+                {'ip_address': p['ip_address'],
+                 'mac_address': p.get('mac_address') or port['mac_address']}
+                for p in port.get('allowed_address_pairs', [])],
+            'port_security_enabled': port.get('port_security_enabled', True),
+            'security_groups': (port.get('security_groups', [])
+                                if port.get('port_security_enabled', True) else []),
+            'network': {'id': net['id'],
+                        'network_type': seg[api.NETWORK_TYPE],
+                        'physical_network': seg.get(api.PHYSICAL_NETWORK),
+                        'segmentation_id': seg.get(api.SEGMENTATION_ID),
+                        'mtu': net.get('mtu')},
+            'vhostuser_socket': details[portbindings.VHOST_USER_SOCKET],
+            'vhostuser_mode': details[portbindings.VHOST_USER_MODE],
+            'device_owner': port.get('device_owner'),
+            'device_id': port.get('device_id'),
+        }
+
+    def _publish_port(self, context, deleting=False):
+        session = context._plugin_context.session
+        port = context.current
+        now = (not deleting and context.host and
+               self._ours(context.binding_levels, context.vif_type))
+        was = (context.original is not None and context.original_host and
+               self._ours(context.original_binding_levels, context.original_vif_type))
+        if was and (not now or context.original_host != context.host):
+            journal.delete(session, keys.port(self.prefix, context.original_host, port['id']))
+        if deleting and context.host and self._ours(context.binding_levels, context.vif_type):
+            journal.delete(session, keys.port(self.prefix, context.host, port['id']))
+        if now:
+            doc = self._port_doc(context)
+            # A status change runs this again: the same document is not sent again.
+            if not (was and context.original_host == context.host and
+                    self._port_doc(context, original=True) == doc):
+                journal.put(session, keys.port(self.prefix, context.host, port['id']), doc)
+            # ACTIVE once straitd says the port is up (journal.JournalWorker).
+            if port['status'] != n_const.PORT_STATUS_ACTIVE and \
+                    port.get('device_owner', '').startswith('compute:'):
+                provisioning_blocks.add_provisioning_component(
+                    context._plugin_context, port['id'], resources.PORT,
+                    provisioning_blocks.L2_AGENT_ENTITY)
+
+    def create_port_precommit(self, context):
+        self._publish_port(context)
+
+    def update_port_precommit(self, context):
+        self._publish_port(context)
+
+    def delete_port_precommit(self, context):
+        self._publish_port(context, deleting=True)
+
+    # ---- security groups ----------------------------------------------------
+
+    def _group_changed(self, resource, event, trigger, payload):
+        ctx = payload.context
+        if resource == resources.SECURITY_GROUP:
+            group_id = payload.resource_id
+        else:
+            group_id = ((payload.metadata or {}).get('security_group_id') or
+                        (payload.latest_state or {}).get('security_group_id'))
+        if not group_id:
+            return
+        key = keys.group(self.prefix, group_id)
+        if resource == resources.SECURITY_GROUP and event == events.PRECOMMIT_DELETE:
+            journal.delete(ctx.session, key)
+            return
+        gone = payload.resource_id if (resource == resources.SECURITY_GROUP_RULE and
+                                       event == events.PRECOMMIT_DELETE) else None
+        state = payload.latest_state if resource == resources.SECURITY_GROUP else None
+        if state and 'security_group_rules' in state:  # as created or updated
+            rules, name = state['security_group_rules'], state.get('name', '')
+        else:  # a rule added or removed: the group's rules as they are now
+            plugin = directory.get_plugin()
+            rules = plugin.get_security_group_rules(
+                ctx, filters={'security_group_id': [group_id]})
+            name = plugin.get_security_group(ctx, group_id, fields=['name']).get('name', '')
+            # The rule being created is not among them yet.
+            if resource == resources.SECURITY_GROUP_RULE and event == events.PRECOMMIT_CREATE:
+                rules = [r for r in rules if r['id'] != payload.resource_id]
+                rules.append(payload.latest_state)
+        LOG.debug('networking-strait: %s %s: group %s, %d rule(s)', resource, event,
+                  group_id, len(rules))
+        journal.put(ctx.session, key, {
+            'id': group_id,
+            'name': name,
+            'rules': [{f: r.get(f) for f in RULE_FIELDS}
+                      for r in rules if r['id'] != gone],
+        })

@@ -1,0 +1,264 @@
+"""A real neutron-server drives straitd through etcd (docs/openstack.md).
+
+Once per module: etcd, MariaDB and neutron-server (ML2 with networking-strait
+from this repository, noauth, fake:// transport) as plain processes, a
+stand-in for nova's API that records the external events neutron sends, and
+one straitd with [etcd] as host "compute-1". Everything goes through
+neutron's REST API, as nova and an operator would; the VMs are virtio-user
+guests (vm.py) on the vhost-user sockets neutron's binding names, QEMU's
+side being the server, as nova plugs them.
+"""
+import json
+import time
+import uuid
+
+import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+
+from conftest import Straitd, config_text, wait_for
+from openstack import Etcd, FakeNova, MariaDB, NeutronError, NeutronServer, have_openstack
+from vm import VM, have_testpmd
+
+HOST = "compute-1"
+PREFIX = "/strait"
+
+pytestmark = pytest.mark.skipif(not have_testpmd(), reason="dpdk-testpmd is not installed")
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory):
+    assert have_openstack(), "etcd, MariaDB or neutron is missing: scripts/bootstrap.sh installs them"
+    tmp = tmp_path_factory.mktemp("cloud")
+    c = type("Cloud", (), {})()
+    c.tmp = tmp
+    c.etcd = Etcd(tmp).start()
+    c.db = MariaDB(tmp).start()
+    c.nova = FakeNova()
+    c.neutron = NeutronServer(tmp, c.db, c.etcd, c.nova, prefix=PREFIX)
+    c.neutron.migrate()
+    c.neutron.start()
+    swdir = tmp / "straitd"
+    extra = f'\n[etcd]\nendpoints = ["{c.etcd.url}"]\nhost = "{HOST}"\nprefix = "{PREFIX}"\nlease_ttl_s = 5\n'
+    cfg = config_text(swdir, {"physnet1": f"net_pcap_ns1,tx_pcap={swdir}/physnet1_tx.pcap"})
+    (swdir / "vhost").mkdir(parents=True)  # where QEMU (here: the VMs) creates the sockets
+    c.sw = Straitd(swdir, config=cfg + extra).start()
+    wait_for(lambda: f"{PREFIX}/states/{HOST}/alive" in c.etcd.get_prefix(f"{PREFIX}/states/"),
+             timeout=20, what="straitd alive in etcd")
+    c.vms = []
+    yield c
+    for vm in c.vms:
+        vm.close()
+    problems = []
+    if c.sw.proc.poll() is not None:
+        problems.append(f"straitd died:\n{c.sw.log.read_text()[-3000:]}")
+    c.sw.stop()
+    c.neutron.stop()
+    c.db.stop()
+    c.etcd.stop()
+    c.nova.close()
+    assert not problems, problems
+
+
+def state(c, port_id):
+    v = c.etcd.get_prefix(f"{PREFIX}/states/{HOST}/ports/{port_id}")
+    return json.loads(next(iter(v.values()))) if v else None
+
+
+def neutron_port(c, port_id):
+    return c.neutron.get(f"/v2.0/ports/{port_id}")["port"]
+
+
+def wait_status(c, port_id, status, timeout=30):
+    wait_for(lambda: neutron_port(c, port_id)["status"] == status, timeout=timeout, interval=0.1,
+             what=f"port {port_id} {status} in neutron (straitd state: {state(c, port_id)})")
+
+
+def network(c, vlan):
+    n = c.neutron.post("/v2.0/networks", {"network": {
+        "name": f"net{vlan}", "provider:network_type": "vlan",
+        "provider:physical_network": "physnet1", "provider:segmentation_id": vlan}})["network"]
+    s = c.neutron.post("/v2.0/subnets", {"subnet": {
+        "network_id": n["id"], "cidr": f"10.{vlan % 250}.0.0/24", "ip_version": 4,
+        "enable_dhcp": False}})["subnet"]
+    return n, s
+
+
+def group(c, name, tcp_ports=()):
+    g = c.neutron.post("/v2.0/security-groups", {"security_group": {"name": name}})["security_group"]
+    rules = [rule(c, g["id"], p) for p in tcp_ports]
+    return g, rules
+
+
+def rule(c, group_id, port):
+    return c.neutron.post("/v2.0/security-group-rules", {"security_group_rule": {
+        "security_group_id": group_id, "direction": "ingress", "ethertype": "IPv4",
+        "protocol": "tcp", "port_range_min": port, "port_range_max": port}})["security_group_rule"]
+
+
+def port(c, net, groups, host=HOST, **extra):
+    body = {"network_id": net["id"], "security_groups": [g["id"] for g in groups],
+            "binding:host_id": host, "device_owner": "compute:nova",
+            "device_id": str(uuid.uuid4()), **extra}
+    return c.neutron.post("/v2.0/ports", {"port": body})["port"]
+
+
+def boot(c, p, name):
+    """The guest nova would boot on the port: QEMU serves the socket neutron named."""
+    vm = VM(c.tmp, p["binding:vif_details"]["vhostuser_socket"], server=True, name=name)
+    c.vms.append(vm)
+    vm.start()
+    return vm
+
+
+def syn(src, dst, dport):
+    ip = lambda p: p["fixed_ips"][0]["ip_address"]
+    return bytes(Ether(src=src["mac_address"], dst=dst["mac_address"]) /
+                 IP(src=ip(src), dst=ip(dst)) / TCP(sport=40000 + dport, dport=dport, flags="S"))
+
+
+def arrives(a_vm, b_vm, frame, timeout=8.0):
+    a_vm.send([frame])
+    try:
+        b_vm.receive_until(lambda got: frame in got, timeout)
+        return True
+    except AssertionError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def pair(cloud):
+    """Two ports bound through neutron, their guests booted, both ACTIVE."""
+    c = cloud
+    net, _ = network(c, 101)
+    web, rules = group(c, "web", tcp_ports=(80,))
+    a, b = port(c, net, [web]), port(c, net, [web])
+    for p in (a, b):
+        assert p["binding:vif_type"] == "vhostuser", p
+        d = p["binding:vif_details"]
+        assert d["vhostuser_mode"] == "server" and d["vhostuser_ovs_plug"] is False
+        assert d["vhostuser_socket"].endswith("/vhu" + p["id"][:11])
+        assert d["vhostuser_socket"].startswith(str(c.sw.tmp / "vhost"))
+    for p in (a, b):
+        wait_for(lambda: (state(c, p["id"]) or {}).get("state") == "bound", timeout=20,
+                 what=f"straitd bound {p['id']}")
+    vms = [boot(c, a, "vm-a"), boot(c, b, "vm-b")]
+    for p in (a, b):
+        wait_status(c, p["id"], "ACTIVE")
+    for vm in vms:
+        vm.wait_forwarding()
+    return c, net, web, a, b, vms
+
+
+def test_ports_bound_through_neutron_go_active_and_nova_hears_vif_plugged(pair):
+    c, net, web, a, b, vms = pair
+    for p in (a, b):
+        assert state(c, p["id"])["state"] == "up"
+        plugged = [e for e in c.nova.events
+                   if e["name"] == "network-vif-plugged" and e["tag"] == p["id"]]
+        assert plugged and plugged[0]["server_uuid"] == p["device_id"], c.nova.events
+        assert plugged[0]["status"] == "completed"
+    shown = c.sw.call("port.show", {"id": a["id"]})
+    assert shown["state"] == "up" and shown["network"] == net["id"]
+    assert shown["security_groups"] == [web["id"]]
+    assert c.sw.call("network.list")["networks"][0]["segmentation_id"] == 101
+
+
+def why(c, *ports):
+    """What straitd says of the ports, for a failure's message."""
+    return json.dumps({p["id"]: {"stats": c.sw.port_stats(p["id"]),
+                                 "port": c.sw.call("port.show", {"id": p["id"]})} for p in ports})
+
+
+def test_rules_changed_through_neutron_are_enforced_and_withdrawn(pair):
+    c, net, web, a, b, (vm_a, vm_b) = pair
+    assert arrives(vm_a, vm_b, syn(a, b, 80)), why(c, a, b)
+    assert not arrives(vm_a, vm_b, syn(a, b, 22), timeout=2.0)
+    r22 = rule(c, web["id"], 22)
+    wait_for(lambda: any(r["id"] == r22["id"] for r in
+                         c.sw.call("security_group.show", {"id": web["id"]})["rules"]),
+             timeout=15, what="rule 22 in straitd")
+    assert arrives(vm_a, vm_b, syn(a, b, 22))
+    c.neutron.delete(f"/v2.0/security-group-rules/{r22['id']}")
+    wait_for(lambda: not any(r["id"] == r22["id"] for r in
+                             c.sw.call("security_group.show", {"id": web["id"]})["rules"]),
+             timeout=15, what="rule 22 gone from straitd")
+    f = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
+              IP(src=a["fixed_ips"][0]["ip_address"], dst=b["fixed_ips"][0]["ip_address"]) /
+              TCP(sport=41000, dport=22, flags="S"))
+    assert not arrives(vm_a, vm_b, f, timeout=2.0)
+
+
+def test_a_change_made_while_etcd_is_down_arrives_when_it_is_back(pair):
+    c, net, web, a, b, (vm_a, vm_b) = pair
+    assert not arrives(vm_a, vm_b, syn(a, b, 8080), timeout=2.0)
+    c.etcd.stop()
+    try:
+        r = rule(c, web["id"], 8080)  # neutron commits it; its journal row waits
+    finally:
+        c.etcd.start()
+    wait_for(lambda: any(x["id"] == r["id"] for x in
+                         c.sw.call("security_group.show", {"id": web["id"]})["rules"]),
+             timeout=30, what="the rule made while etcd was down")
+    assert arrives(vm_a, vm_b, syn(a, b, 8080))
+    assert neutron_port(c, a["id"])["status"] == "ACTIVE"
+
+
+def test_a_document_straitd_refuses_puts_the_port_in_error_and_the_rest_works(pair):
+    c, net, web, a, b, vms = pair
+    p = port(c, net, [web])
+    wait_for(lambda: (state(c, p["id"]) or {}).get("state") == "bound", timeout=20, what="bound")
+    # A bad document under this host (as a broken or hostile writer would leave it).
+    c.etcd.put(f"{PREFIX}/nodes/{HOST}/ports/{p['id']}", "{not json")
+    wait_status(c, p["id"], "ERROR")
+    assert "not JSON" in state(c, p["id"])["reason"]
+    assert neutron_port(c, a["id"])["status"] == "ACTIVE"
+    assert state(c, a["id"])["state"] == "up"
+
+
+def test_port_security_and_address_pairs_set_through_neutron_take_effect(pair):
+    c, net, web, a, b, (vm_a, vm_b) = pair
+    spoofed = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
+                    IP(src="10.101.0.250", dst=b["fixed_ips"][0]["ip_address"]) /
+                    TCP(sport=42000, dport=80, flags="S"))
+    assert not arrives(vm_a, vm_b, spoofed, timeout=2.0)
+    c.neutron.put(f"/v2.0/ports/{a['id']}", {"port": {
+        "allowed_address_pairs": [{"ip_address": "10.101.0.250"}]}})
+    wait_for(lambda: c.sw.call("port.show", {"id": a["id"]})["allowed_address_pairs"],
+             timeout=15, what="the address pair in straitd")
+    assert arrives(vm_a, vm_b, spoofed)
+    # Port security off (groups go with it, as neutron requires): anything goes.
+    c.neutron.put(f"/v2.0/ports/{b['id']}", {"port": {
+        "security_groups": [], "port_security_enabled": False}})
+    wait_for(lambda: not c.sw.call("port.show", {"id": b["id"]})["port_security_enabled"],
+             timeout=15, what="port security off in straitd")
+    assert arrives(vm_a, vm_b, syn(a, b, 23))
+    assert neutron_port(c, a["id"])["status"] == "ACTIVE"  # updates never blink the port
+
+
+def test_a_port_deleted_or_moved_through_neutron_leaves_straitd(cloud):
+    c = cloud
+    net, _ = network(c, 102)
+    g, _ = group(c, "plain")
+    p, q = port(c, net, [g]), port(c, net, [g])
+    for x in (p, q):
+        wait_for(lambda: (state(c, x["id"]) or {}).get("state") == "bound", timeout=20,
+                 what="bound")
+    c.neutron.delete(f"/v2.0/ports/{p['id']}")
+    wait_for(lambda: state(c, p["id"]) is None and
+             p["id"] not in [x["id"] for x in c.sw.call("port.list")["ports"]],
+             timeout=20, what="deleted port gone from straitd")
+    # To a host without straitd: neutron cannot bind it there, and it leaves this one.
+    moved = c.neutron.put(f"/v2.0/ports/{q['id']}", {"port": {"binding:host_id": "compute-9"}})["port"]
+    assert moved["binding:vif_type"] == "binding_failed"
+    wait_for(lambda: q["id"] not in [x["id"] for x in c.sw.call("port.list")["ports"]],
+             timeout=20, what="moved port gone from straitd")
+    assert state(c, q["id"]) is None
+    wait_for(lambda: net["id"] not in [n["id"] for n in c.sw.call("network.list")["networks"]],
+             timeout=10, what="the network leaves with its last port")
+
+
+def test_local_changes_are_refused_on_a_host_neutron_drives(cloud):
+    r = cloud.sw.request("network.create", {"id": "local1", "type": "local"})
+    assert not r["ok"] and r["error"]["code"] == "failed_precondition"
+    assert "etcd" in r["error"]["message"]
