@@ -32,7 +32,13 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# What the tests add: etcd for control/etcd/, and a real neutron-server
+# (MariaDB, python3-neutron: about 8 minutes to install on a fresh machine)
+# for networking-strait (tests/e2e/test_neutron.py).
+TEST_PKGS := etcd-server etcd-client mariadb-server python3-neutron neutron-common python3-etcd3gw
+
 test: build
+	@bash scripts/bootstrap.sh $(TEST_PKGS)
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j 1 $(CTEST_ARGS)
 
 # The threading contracts (conntrack, publisher) under ThreadSanitizer: only

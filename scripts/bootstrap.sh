@@ -9,8 +9,6 @@ PKGS=(
   libboost-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libspdlog-dev libfmt-dev libpugixml-dev libsqlite3-dev libvirt-dev libmicrohttpd-dev libcap-dev
   libcurl4-openssl-dev libssl-dev
-  # control/etcd/ against a real etcd (tests/etcd_eal_test.cc)
-  etcd-server etcd-client
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-scapy python3-pytest tshark iproute2 procps
   # tests/e2e/test_libvirt_qemu.py: libvirtd + QEMU (TCG) guests, whose
