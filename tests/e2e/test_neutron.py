@@ -216,6 +216,43 @@ def test_a_document_straitd_refuses_puts_the_port_in_error_and_the_rest_works(pa
     assert state(c, a["id"])["state"] == "up"
 
 
+def rule_ids(c, group_id):
+    return {r["id"] for r in c.sw.call("security_group.show", {"id": group_id})["rules"]}
+
+
+def test_what_neutron_acknowledged_before_it_was_killed_is_replayed(pair):
+    """A change neutron committed whose journal row had not reached etcd
+    (etcd down) when neutron-server was killed arrives once both are back."""
+    c, net, web, a, b, (vm_a, vm_b) = pair
+    c.etcd.stop()
+    try:
+        r = rule(c, web["id"], 9001)
+    finally:
+        c.neutron.kill()
+        c.etcd.start()
+    time.sleep(2)
+    assert r["id"] not in rule_ids(c, web["id"])  # nobody published it
+    c.neutron.start()
+    wait_for(lambda: r["id"] in rule_ids(c, web["id"]), timeout=60,
+             what="the journal replayed by the next neutron-server")
+    assert arrives(vm_a, vm_b, syn(a, b, 9001)), why(c, a, b)
+
+
+def test_straitd_killed_comes_back_converged_and_its_guests_forward_again(pair):
+    c, net, web, a, b, (vm_a, vm_b) = pair
+    c.sw.kill()
+    r = rule(c, web["id"], 9002)  # made while straitd is away
+    c.sw.start()
+    wait_for(lambda: r["id"] in rule_ids(c, web["id"]), timeout=30,
+             what="the change made while straitd was down")
+    for p in (a, b):
+        wait_for(lambda: (state(c, p["id"]) or {}).get("state") == "up", timeout=30,
+                 what=f"{p['id']} up again (its guest reconnected)")
+    assert arrives(vm_a, vm_b, syn(a, b, 9002)), why(c, a, b)
+    assert arrives(vm_a, vm_b, syn(a, b, 80)), why(c, a, b)
+    assert neutron_port(c, a["id"])["status"] == "ACTIVE"
+
+
 def test_port_security_and_address_pairs_set_through_neutron_take_effect(pair):
     c, net, web, a, b, (vm_a, vm_b) = pair
     spoofed = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
