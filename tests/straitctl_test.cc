@@ -555,6 +555,21 @@ TEST(StraitctlRender, ShowSaysLibvirtAndEachPhysnetsLinkAndQueues) {
   EXPECT_THAT(render_show(show), HasSubstr("libvirt     disabled\n"));
 }
 
+TEST(StraitctlRender, ShowSaysWhereDesiredStateComesFrom) {
+  json show = json::parse(R"({"version": "0.1.0", "generation": 7,
+    "etcd": {"prefix": "/strait", "host": "compute-1", "watching": true, "revision": 42,
+             "intake": {"ports_applied": 3, "refused_ports": {"p9": "not JSON"}}}})");
+  EXPECT_THAT(render_show(show),
+              HasSubstr("etcd        /strait as compute-1, watching (revision 42), 3 port(s), 1 "
+                        "refused (-o json: etcd.intake.refused_ports)\n"));
+  show["etcd"]["watching"] = false;
+  show["etcd"]["last_error"] = "etcd: no endpoint answered";
+  EXPECT_THAT(render_show(show),
+              HasSubstr("/strait as compute-1, not reachable (etcd: no endpoint answered), 3 port(s)"));
+  show.erase("etcd");
+  EXPECT_THAT(render_show(show), Not(HasSubstr("etcd")));
+}
+
 TEST(StraitctlRender, StatsTables) {
   json stats = json::parse(R"({"generation": 3,
     "ports": [{"id": "p1", "rx_packets": 10, "rx_bytes": 640, "tx_packets": 9, "tx_bytes": 576,

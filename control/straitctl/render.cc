@@ -340,12 +340,31 @@ std::string libvirt_cell(const json& libvirt) {
   return s + ")";
 }
 
+// "PREFIX as HOST, watching (revision N), P port(s), R refused" or "... not
+// reachable (ERROR)": where desired state comes from on an etcd-driven host.
+std::string etcd_cell(const json& etcd) {
+  std::string s = cell(etcd, "prefix") + " as " + cell(etcd, "host") + ", ";
+  if (field(etcd, "watching") == true) {
+    s += "watching (revision " + cell(etcd, "revision") + ")";
+  } else {
+    s += "not reachable (" + cell(etcd, "last_error") + ")";
+  }
+  const json& in = field(etcd, "intake");
+  s += ", " + cell(in, "ports_applied") + " port(s)";
+  if (const json& r = field(in, "refused_ports"); r.is_object() && !r.empty())
+    s += ", " + std::to_string(r.size()) + " refused (-o json: etcd.intake.refused_ports)";
+  return s;
+}
+
 }  // namespace
 
 std::string render_show(const json& show) {
   std::string out = "version     " + cell(show, "version") + "\n" + "generation  " +
                     cell(show, "generation") + "\n" + "libvirt     " +
-                    libvirt_cell(field(show, "libvirt")) + "\n\n";
+                    libvirt_cell(field(show, "libvirt")) + "\n";
+  if (const json& etcd = field(show, "etcd"); etcd.is_object())
+    out += "etcd        " + etcd_cell(etcd) + "\n";
+  out += "\n";
   Table workers({"WORKER", "LCORE", "RX QUEUES"});
   for (const json& w : list_field(show, "workers")) {
     std::string queues;
