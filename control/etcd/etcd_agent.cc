@@ -45,6 +45,7 @@ EtcdAgent::EtcdAgent(const EtcdSettings& s, EventLoop& loop, Switch& sw, json al
 }
 
 EtcdAgent::~EtcdAgent() {
+  if (events_token_) sw_.events().unsubscribe(events_token_);
   stop_.store(true);
   cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
@@ -61,7 +62,7 @@ void EtcdAgent::start() {
     (void)!read(wake_fd_, &n, sizeof n);
     on_inbound();
   });
-  sw_.events().subscribe([this](const json& ev) { intake_.on_event(ev); });
+  events_token_ = sw_.events().subscribe([this](const json& ev) { intake_.on_event(ev); });
   watcher_ = std::thread([this] { watcher_main(); });
   writer_ = std::thread([this] { writer_main(); });
   spdlog::info("etcd: host {}, prefix {}, endpoints {}", cfg_.host, cfg_.prefix,
@@ -127,6 +128,8 @@ void EtcdAgent::watcher_main() {
           in.events = events;
           in.revision = revision;
           post(std::move(in));
+          std::lock_guard lk(mu_);
+          revision_ = std::max(revision_, revision);
         },
         stop_);
     {
@@ -161,6 +164,9 @@ void EtcdAgent::on_inbound() {
         if (std::string id = id_of(kv.key, keys_.groups); !id.empty())
           groups[id] = {std::move(kv.value), kv.mod_revision};
       intake_.resync(std::move(ports), std::move(groups));
+      std::lock_guard lk(mu_);
+      reported_ = true;
+      cv_.notify_all();
       continue;
     }
     for (WatchEvent& e : in.events) {
@@ -218,8 +224,15 @@ void EtcdAgent::writer_main() {
       alive_ = true;
       spdlog::info("etcd: {} is alive (lease {:x}, ttl {} s)", keys_.alive, lease, cfg_.lease_ttl_s);
     }
-    if (fresh) {
-      // Ours is what the intake reported, and nothing else.
+    bool complete;
+    {
+      std::lock_guard lk(mu_);
+      complete = reported_;
+    }
+    if (fresh && complete) {
+      // Ours is what the intake reported, and nothing else: once it has
+      // reported on everything it holds (after its first resync), state keys
+      // of ports this host no longer has go.
       auto have = etcd.range_prefix(keys_.states);
       if (!have) {
         set_error("states", have.error().message);
@@ -235,7 +248,8 @@ void EtcdAgent::writer_main() {
     std::map<std::string, std::optional<std::string>> batch;
     {
       std::unique_lock lk(mu_);
-      cv_.wait_until(lk, next_keepalive, [&] { return stop_.load() || !outbox_.empty(); });
+      cv_.wait_until(lk, next_keepalive,
+                     [&] { return stop_.load() || !outbox_.empty() || (fresh && reported_); });
       batch.swap(outbox_);
     }
     bool failed = false;

@@ -83,6 +83,7 @@ class EtcdAgent {
   EtcdIntake intake_;
   const std::string alive_value_;
   int wake_fd_ = -1;
+  uint64_t events_token_ = 0;  // the switch's event stream
   std::atomic<bool> stop_{false};
   std::thread watcher_, writer_;
 
@@ -92,6 +93,7 @@ class EtcdAgent {
   std::map<std::string, std::optional<std::string>> outbox_;  // state key -> value (null: delete)
   std::map<std::string, std::string> written_;  // every state key's value, for a rewrite
   bool watching_ = false, alive_ = false;
+  bool reported_ = false;  // the intake has reported on a whole resync
   int64_t revision_ = 0, lease_ = 0;
   uint64_t full_reads_ = 0, writes_ = 0;
   std::string last_error_;

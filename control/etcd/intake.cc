@@ -99,7 +99,17 @@ Result<json> parse_group_doc(const std::string& id, const std::string& text) {
   return g;
 }
 
-EtcdIntake::EtcdIntake(Switch& sw, StateWriter write) : sw_(sw), write_(std::move(write)) {}
+EtcdIntake::EtcdIntake(Switch& sw, StateWriter write)
+    : sw_(sw), write_(std::move(write)), self_(std::make_shared<EtcdIntake*>(this)) {}
+
+EtcdIntake::~EtcdIntake() { *self_ = nullptr; }
+
+void EtcdIntake::answered(const std::string& id, int64_t revision, json reply) {
+  auto want = ports_.find(id);
+  if (want == ports_.end() || want->second.revision != revision) return;  // superseded
+  if (!reply.value("ok", false)) return refuse_port(id, reply_error(reply));
+  report(id, reply["result"].value("state", "") == "up" ? "up" : "bound");
+}
 
 // Runs one request as etcd's. A refusal comes back at once (nothing
 // changed); success once the change is live, to `then`.
@@ -330,12 +340,11 @@ void EtcdIntake::converge_port(const std::string& id) {
     }
   }
   const char* method = have ? "port.update" : "port.bind";
-  auto done = [this, id, revision](json reply) {
-    auto want = ports_.find(id);
-    if (want == ports_.end() || want->second.revision != revision) return;  // superseded
-    if (!reply.value("ok", false)) return refuse_port(id, reply_error(reply));
-    const json& res = reply["result"];
-    report(id, res.value("state", "") == "up" ? "up" : "bound");
+  // Answered after the grace period: by then this intake may be gone (straitd stopping).
+  auto done = [self = self_, id, revision](json reply) {
+    EtcdIntake* me = *self;
+    if (!me) return;
+    me->answered(id, revision, std::move(reply));
   };
   auto now = std::make_shared<json>();
   sw_.call(method, have ? port : doc->port,

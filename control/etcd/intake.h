@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -51,6 +52,9 @@ class EtcdIntake {
   // A port's state for etcd, or null when its state key should go.
   using StateWriter = std::function<void(const std::string& port_id, const nlohmann::json* state)>;
   EtcdIntake(Switch& sw, StateWriter write);
+  ~EtcdIntake();
+  EtcdIntake(const EtcdIntake&) = delete;
+  EtcdIntake& operator=(const EtcdIntake&) = delete;
 
   struct Doc {
     std::string text;
@@ -80,6 +84,8 @@ class EtcdIntake {
   void refuse_port(const std::string& id, const Error& e);
   void refuse_group(const std::string& id, const Error& e);
   void retry_refused();
+  // A port request's answer, after the grace period.
+  void answered(const std::string& id, int64_t revision, nlohmann::json reply);
   nlohmann::json call(const std::string& method, nlohmann::json params);
 
   Switch& sw_;
@@ -92,6 +98,8 @@ class EtcdIntake {
   std::map<std::string, std::string> states_;          // port id -> last state written
   bool converging_ = false, again_ = false;
   uint64_t resyncs_ = 0, applied_docs_ = 0;
+  // Answers come after a grace period: they reach this intake only while it lives.
+  std::shared_ptr<EtcdIntake*> self_;
 };
 
 }  // namespace strait::ctl
