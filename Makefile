@@ -17,6 +17,12 @@ export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1
 export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= $(TSAN_DEFAULT_OPTIONS)
+# For tests/e2e (conftest.py): what straitd is built with, and where DPDK's
+# memory goes under ASan (away from its shadow, where dpdk-dumpcap can map it).
+export STRAIT_SANITIZE := $(SANITIZE)
+ifneq ($(findstring address,$(SANITIZE)),)
+export STRAIT_E2E_EAL ?= --base-virtaddr=0x200000000000
+endif
 endif
 
 .PHONY: all deps build test tsan fuzz demo bench meson-dpdk clean

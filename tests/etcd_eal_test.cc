@@ -4,7 +4,10 @@
 // back to etcd, a host that etcd drives refuses local changes, and a
 // reconnect (etcd restarted) reconciles in place without touching ports
 // whose documents did not change. docs/openstack.md has the key layout.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,13 +29,30 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+// A TCP port nothing listens on now (the kernel's pick).
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
 // etcd as a plain process on loopback, its data kept across restart().
 class EtcdProcess {
  public:
   EtcdProcess() {
     char dir[] = "/tmp/strait-etcd-XXXXXX";
     dir_ = mkdtemp(dir);
-    port_ = 20000 + getpid() % 20000;
+    port_ = free_port();
+    peer_port_ = free_port();
     start();
   }
   ~EtcdProcess() {
@@ -43,7 +63,7 @@ class EtcdProcess {
   void start() {
     pid_ = fork();
     if (pid_ == 0) {
-      const std::string client = url(), peer = "http://127.0.0.1:" + std::to_string(port_ + 1);
+      const std::string client = url(), peer = "http://127.0.0.1:" + std::to_string(peer_port_);
       const std::string log = dir_ + "/etcd.log";
       freopen(log.c_str(), "a", stdout);
       freopen(log.c_str(), "a", stderr);
@@ -69,7 +89,7 @@ class EtcdProcess {
 
  private:
   std::string dir_;
-  int port_ = 0;
+  int port_ = 0, peer_port_ = 0;
   pid_t pid_ = -1;
 };
 

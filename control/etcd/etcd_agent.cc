@@ -107,8 +107,9 @@ void EtcdAgent::watcher_main() {
       continue;
     }
     backoff = 100ms;
-    // The later of the two reads: a watch from there misses nothing of either.
-    const int64_t rev = std::max(ports->revision, groups->revision);
+    // The earlier of the two reads: a watch from there misses nothing that
+    // happened between them (and what it hands again is applied idempotently).
+    const int64_t rev = std::min(ports->revision, groups->revision);
     Inbound all;
     all.resync = true;
     all.ports = std::move(ports->kvs);

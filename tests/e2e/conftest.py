@@ -36,7 +36,13 @@ BUILD = Path(os.environ.get("STRAIT_BUILD", SOURCE / "build"))
 STRAITD = BUILD / "control" / "straitd"
 STRAITCTL = BUILD / "control" / "straitctl" / "straitctl"
 
-EAL_ARGS = ["--no-huge", "-m", "512", "--no-pci"]
+# make test SANITIZE=...: straitd is instrumented (tests/README.md "Sanitizers").
+# Under ASan its shadow memory covers DPDK's default base address, so the
+# kernel places DPDK's memory wherever it likes, often where a secondary
+# process (dpdk-dumpcap) has its own libraries: STRAIT_E2E_EAL gives a base
+# address both can map.
+SANITIZED = bool(os.environ.get("STRAIT_SANITIZE"))
+EAL_ARGS = ["--no-huge", "-m", "512", "--no-pci", *os.environ.get("STRAIT_E2E_EAL", "").split()]
 READY_TIMEOUT = 20.0
 
 _seq = itertools.count(1)

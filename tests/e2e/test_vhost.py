@@ -35,7 +35,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
 import conftest
-from conftest import (STRAITCTL, ApiError, Straitd, Wire, config_text, create_network, new_mac,
+from conftest import (SANITIZED, STRAITCTL, ApiError, Straitd, Wire, config_text, create_network, new_mac,
                       read_pcap_bytes, veth_available, wait_for)
 from vm import (VM, Blaster, Events, bind_vhost, port_show, port_state, rss_kib, straitd_fds,
                 have_testpmd, wait_state)
@@ -628,7 +628,8 @@ def test_detach_attach_50_times_comes_back_up_forwards_and_leaks_no_fd_or_memory
     new = {fd: t for fd, t in now.items() if base_fds.get(fd) != t}
     assert len(now) <= len(base_fds), f"{len(now) - len(base_fds)} more fds; new: {new}"
     grown = rss_kib(pid) - base_rss
-    assert grown < 4096, f"RSS grew by {grown} KiB over 50 detach/attach cycles"
+    if not SANITIZED:  # ASan keeps freed memory in quarantine; LSan checks leaks at exit
+        assert grown < 4096, f"RSS grew by {grown} KiB over 50 detach/attach cycles"
     assert g1.stats()["drops"] == {}
 
 
