@@ -42,7 +42,8 @@ STRAITCTL = BUILD / "control" / "straitctl" / "straitctl"
 # process (dpdk-dumpcap) has its own libraries: STRAIT_E2E_EAL gives a base
 # address both can map.
 SANITIZED = bool(os.environ.get("STRAIT_SANITIZE"))
-EAL_ARGS = ["--no-huge", "-m", "512", "--no-pci", *os.environ.get("STRAIT_E2E_EAL", "").split()]
+EAL_EXTRA = os.environ.get("STRAIT_E2E_EAL", "").split()
+EAL_ARGS = ["--no-huge", "-m", "512", "--no-pci", *EAL_EXTRA]
 READY_TIMEOUT = 20.0
 
 _seq = itertools.count(1)

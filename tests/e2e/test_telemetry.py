@@ -52,7 +52,8 @@ def sw(hugepages, wire, straitd_factory):
     # straitd_factory last: torn down first, so straitd has left the hugetlbfs
     # mount (and the veth) before they go.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conftest, "EAL_ARGS", ["--huge-dir", str(hugepages), "-m", "256", "--no-pci"])
+        mp.setattr(conftest, "EAL_ARGS", ["--huge-dir", str(hugepages), "-m", "256", "--no-pci",
+                                          *conftest.EAL_EXTRA])
         sw = straitd_factory(physnets={"physnet1": f"net_af_packet_tlm,iface={wire.inside}"},
                              name="telemetry")
     sw.physnet_dev = "net_af_packet_tlm"

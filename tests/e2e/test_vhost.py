@@ -35,8 +35,8 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
 import conftest
-from conftest import (SANITIZED, STRAITCTL, ApiError, Straitd, Wire, config_text, create_network, new_mac,
-                      read_pcap_bytes, veth_available, wait_for)
+from conftest import (SANITIZED, STRAITCTL, ApiError, Straitd, Wire, config_text, create_network,
+                      new_mac, read_pcap_bytes, veth_available, wait_for)
 from vm import (VM, Blaster, Events, bind_vhost, port_show, port_state, rss_kib, straitd_fds,
                 have_testpmd, wait_state)
 
@@ -1098,7 +1098,7 @@ def maps_file_in(pid, directory):
 
 def test_vm_to_vm_forwarding_on_hugepages(hugepages, tmp_path_factory, monkeypatch):
     monkeypatch.setattr(conftest, "EAL_ARGS", ["--huge-dir", str(hugepages), "-m", "512",
-                                               "--no-pci"])
+                                               "--no-pci", *conftest.EAL_EXTRA])
     hsw = Straitd(tmp_path_factory.mktemp("vhhuge")).start()
     e = Env(hsw, tmp_path_factory.mktemp("vhh"), huge_dir=hugepages)
     try:
