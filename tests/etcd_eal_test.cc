@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +64,8 @@ class EtcdProcess {
   void start() {
     pid_ = fork();
     if (pid_ == 0) {
+      // Goes with the test process, also when a failure aborts it before teardown.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       const std::string client = url(), peer = "http://127.0.0.1:" + std::to_string(peer_port_);
       const std::string log = dir_ + "/etcd.log";
       freopen(log.c_str(), "a", stdout);
