@@ -101,15 +101,9 @@ constexpr char kHost[] = "compute-1";
 constexpr char kNet[] = "5b1c8d0e-0000-4000-8000-000000000001";
 constexpr char kGroup[] = "5b1c8d0e-0000-4000-8000-00000000a001";
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
-
 // A port document as networking-strait writes it.
 json port_doc(int n, const std::string& mac, uint32_t vlan = 100, json extra = json::object()) {
-  json d = {{"id", uuid(n)},
+  json d = {{"id", port_uuid(n)},
             {"mac_address", mac},
             {"fixed_ips", {"10.0.0." + std::to_string(n)}},
             {"security_groups", {kGroup}},
@@ -182,11 +176,11 @@ class EtcdTest : public ::testing::Test {
     ASSERT_TRUE(client_->put(std::string(kPrefix) + key, text));
   }
   void del(const std::string& key) { ASSERT_TRUE(client_->del(std::string(kPrefix) + key)); }
-  static std::string port_key(int n) { return std::string("/nodes/") + kHost + "/ports/" + uuid(n); }
+  static std::string port_key(int n) { return std::string("/nodes/") + kHost + "/ports/" + port_uuid(n); }
   static std::string group_key() { return std::string("/global/secgroups/") + kGroup; }
   // The state straitd wrote for port n (null when none).
   json state(int n) {
-    auto r = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/ports/" + uuid(n));
+    auto r = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/ports/" + port_uuid(n));
     if (!r || r->kvs.empty()) return nullptr;
     return json::parse(r->kvs[0].value);
   }
@@ -231,7 +225,7 @@ TEST_F(EtcdTest, DocumentsBecomeBindingsAndStatesGoBack) {
   put(port_key(1), port_doc(1, "fa:16:3e:00:00:01"));
   start();
   ASSERT_TRUE(until([&] { return state_is(1, "bound"); })) << state(1);
-  const ctl::PortSpec* p = model().port(uuid(1));
+  const ctl::PortSpec* p = model().port(port_uuid(1));
   ASSERT_TRUE(p);
   EXPECT_EQ(p->network, kNet);
   EXPECT_EQ(p->attach.mode, ctl::Attachment::Mode::kClient);  // QEMU is the server
@@ -261,14 +255,14 @@ TEST_F(EtcdTest, DocumentsBecomeBindingsAndStatesGoBack) {
   // A port update (its fixed IP) keeps the binding: no unbind, no blink.
   const size_t before = events_.size();
   put(port_key(2), port_doc(2, "fa:16:3e:00:00:02", 100, {{"fixed_ips", {"10.0.0.22"}}}));
-  ASSERT_TRUE(until([&] { return model().port(uuid(2))->fixed_ips.size() == 1 &&
-                                 ctl::ip_to_string(model().port(uuid(2))->fixed_ips[0]) == "10.0.0.22"; }));
+  ASSERT_TRUE(until([&] { return model().port(port_uuid(2))->fixed_ips.size() == 1 &&
+                                 ctl::ip_to_string(model().port(port_uuid(2))->fixed_ips[0]) == "10.0.0.22"; }));
   for (size_t i = before; i < events_.size(); i++) EXPECT_NE(events_[i]["event"], "port-unbound");
 
   // A deleted document: the port goes, its state key with it, and the
   // network with its last port.
   del(port_key(1));
-  ASSERT_TRUE(until([&] { return !model().port(uuid(1)) && state(1).is_null(); }));
+  ASSERT_TRUE(until([&] { return !model().port(port_uuid(1)) && state(1).is_null(); }));
   del(port_key(2));
   ASSERT_TRUE(until([&] { return model().ports().empty() && state(2).is_null(); }));
   EXPECT_FALSE(model().network(kNet));
@@ -342,16 +336,16 @@ TEST_F(EtcdTest, EtcdRestartedReconcilesInPlace) {
   // etcd goes away: the switch keeps what it has.
   etcd_->stop();
   ASSERT_FALSE(until([&] { return model().ports().size() != 2; }, 1500ms));
-  EXPECT_TRUE(h_->call("port.show", {{"id", uuid(1)}})["ok"].get<bool>());
+  EXPECT_TRUE(h_->call("port.show", {{"id", port_uuid(1)}})["ok"].get<bool>());
 
   // It comes back with one change made meanwhile (as neutron's journal
   // would replay it): port 2 gone. Port 1 is not touched.
   etcd_->start();
   del(port_key(2));
-  ASSERT_TRUE(until([&] { return !model().port(uuid(2)) && state(2).is_null(); }, 15s));
-  ASSERT_TRUE(model().port(uuid(1)));
+  ASSERT_TRUE(until([&] { return !model().port(port_uuid(2)) && state(2).is_null(); }, 15s));
+  ASSERT_TRUE(model().port(port_uuid(1)));
   for (size_t i = before; i < events_.size(); i++)
-    EXPECT_NE(events_[i]["port"], uuid(1)) << events_[i];
+    EXPECT_NE(events_[i]["port"], port_uuid(1)) << events_[i];
   EXPECT_GT(h_->sw().publisher().generation(), gen);
   EXPECT_TRUE(state_is(1, "bound"));
   // And the host is alive again.

@@ -289,12 +289,6 @@ void kernel_send(const std::string& iface, const std::vector<Frame>& frames) {
   close(fd);
 }
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
-
 json physnet_offload(Harness& h, const std::string& name) {
   const json show = h.sw().show();
   for (const json& p : show["physnets"])
@@ -320,7 +314,7 @@ class TapOffloadTest : public ::testing::Test {
   }
   RingPort& bind(int n, const std::string& net, const std::string& mac) {
     vms_.push_back(std::make_unique<RingPort>("net_ring_fo" + std::to_string(n)));
-    h_->ok("port.bind", port_params(uuid(n), net, mac, vms_.back()->name()));
+    h_->ok("port.bind", port_params(port_uuid(n), net, mac, vms_.back()->name()));
     return *vms_.back();
   }
   void vlan_network(const std::string& id, int vid) {
@@ -359,7 +353,7 @@ TEST_F(TapOffloadTest, RulesCreatedRemovedAndReplayed) {
   EXPECT_NE(tc.find("drop"), std::string::npos) << tc;
 
   // The last port of VLAN 200 goes: its rule goes with it.
-  h_->ok("port.unbind", {{"id", uuid(2)}});
+  h_->ok("port.unbind", {{"id", port_uuid(2)}});
   tc = tc_filters(kIface);
   EXPECT_EQ(tc.find("vlan_id 200"), std::string::npos) << tc;
   EXPECT_NE(tc.find("vlan_id 100"), std::string::npos) << tc;
@@ -413,7 +407,7 @@ TEST(RingOffload, NoRteFlowLeavesItToSoftware) {
   h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                           {"segmentation_id", 100}});
   RingPort a("net_ring_fovm");
-  h.ok("port.bind", port_params(uuid(1), "n1", kMacA, a.name()));
+  h.ok("port.bind", port_params(port_uuid(1), "n1", kMacA, a.name()));
   json off = physnet_offload(h, "physnet1");
   EXPECT_EQ(off["enabled"], true);
   EXPECT_EQ(off["supported"], false) << off.dump();

@@ -36,11 +36,6 @@ using nlohmann::json;
 constexpr char kMacA[] = "02:00:00:00:02:0a";
 constexpr char kMacB[] = "02:00:00:00:02:0b";
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
 std::string rule_id(int n) {
   char buf[40];
   snprintf(buf, sizeof(buf), "00000000-0000-4000-9000-%012d", n);
@@ -52,7 +47,7 @@ std::string rule_id(int n) {
 json vhost_port(const std::string& dir, int n, const std::string& ip, json groups) {
   char mac[18];
   snprintf(mac, sizeof(mac), "02:1c:00:00:%02x:%02x", (n >> 8) & 0xff, n & 0xff);
-  return {{"id", uuid(n)}, {"network", "n1"}, {"mac", mac}, {"fixed_ips", {ip}},
+  return {{"id", port_uuid(n)}, {"network", "n1"}, {"mac", mac}, {"fixed_ips", {ip}},
           {"security_groups", std::move(groups)},
           {"attach", {{"type", "vhost"}, {"path", dir + "/p" + std::to_string(n)}, {"mode", "client"}}}};
 }
@@ -122,9 +117,9 @@ TEST(LessonsF12, BurstOfBindsAndRuleChangesOverSeveralConnectionsEndsInTheFinalS
   ASSERT_TRUE(api) << api.error().message;
   h.ok("network.create", {{"id", "n1"}, {"type", "local"}});
   for (int g = 0; g < 4; g++) h.ok("security_group.create", {{"id", "g" + std::to_string(g)}});
-  json pa = port_params(uuid(1), "n1", kMacA, a.name());
+  json pa = port_params(port_uuid(1), "n1", kMacA, a.name());
   pa["port_security_enabled"] = false;
-  json pb = port_params(uuid(2), "n1", kMacB, b.name());
+  json pb = port_params(port_uuid(2), "n1", kMacB, b.name());
   pb["fixed_ips"] = {"10.0.0.2"};
   pb["security_groups"] = {"g0"};
   h.ok("port.bind", {{"ports", {pa, pb}}});
@@ -136,15 +131,15 @@ TEST(LessonsF12, BurstOfBindsAndRuleChangesOverSeveralConnectionsEndsInTheFinalS
   std::map<std::string, std::set<int>> rules;          // group -> udp ports
   std::map<std::string, std::set<std::string>> ports;  // port -> groups
   std::map<std::string, std::pair<std::string, int>> rule_of;  // rule id -> (group, port)
-  ports[uuid(1)] = {};
-  ports[uuid(2)] = {"g0"};
+  ports[port_uuid(1)] = {};
+  ports[port_uuid(2)] = {"g0"};
   for (int c = 0; c < kConns; c++) {
     auto& s = scripts[c];
     for (int j = 0; j < kPerConn; j++) {
       const int n = 100 + c * kPerConn + j, dport = 2000 + 100 * c + j;
       const std::string ip = "10.1." + std::to_string(c) + "." + std::to_string(j + 1);
       s.push_back({"port.bind", vhost_port(dir, n, ip, {group(j)})});
-      ports[uuid(n)] = {group(j)};
+      ports[port_uuid(n)] = {group(j)};
       s.push_back({"security_group_rule.create", udp_rule(group(c + j), dport, rule_id(n))});
       rules[group(c + j)].insert(dport);
       rule_of[rule_id(n)] = {group(c + j), dport};
@@ -155,12 +150,12 @@ TEST(LessonsF12, BurstOfBindsAndRuleChangesOverSeveralConnectionsEndsInTheFinalS
       }
       if (j % 5 == 4) {  // a live port of this connection changes groups
         const std::set<std::string> gs = {group(j + 1), group(j + 2)};
-        s.push_back({"port.update", {{"id", uuid(n - 2)}, {"security_groups", gs}}});
-        ports[uuid(n - 2)] = gs;
+        s.push_back({"port.update", {{"id", port_uuid(n - 2)}, {"security_groups", gs}}});
+        ports[port_uuid(n - 2)] = gs;
       }
       if (c == 0 && j == kPerConn / 2) {
-        s.push_back({"port.update", {{"id", uuid(2)}, {"security_groups", {"g0", "g1"}}}});
-        ports[uuid(2)] = {"g0", "g1"};
+        s.push_back({"port.update", {{"id", port_uuid(2)}, {"security_groups", {"g0", "g1"}}}});
+        ports[port_uuid(2)] = {"g0", "g1"};
       }
     }
   }
@@ -269,7 +264,7 @@ TEST(LessonsF3, RestartRemovesExactlyTheLeftoverSocketsOfGonePorts) {
   {
     Harness h(cfg, /*keep_state=*/true);
     h.ok("network.create", {{"id", "n1"}, {"type", "local"}});
-    h.ok("port.bind", {{"id", uuid(1)}, {"network", "n1"}, {"mac", kMacA},
+    h.ok("port.bind", {{"id", port_uuid(1)}, {"network", "n1"}, {"mac", kMacA},
                        {"attach", {{"type", "vhost"}, {"path", ours}, {"mode", "server"}}}});
   }
   auto unix_socket = [](const std::string& path, bool listening) {
@@ -300,7 +295,7 @@ TEST(LessonsF3, RestartRemovesExactlyTheLeftoverSocketsOfGonePorts) {
   EXPECT_TRUE(fs::is_socket(live)) << "a socket something listens on was removed";
   EXPECT_TRUE(fs::exists(plain)) << "a file that is no socket was removed";
   EXPECT_EQ(h.ok("show")["libvirt"]["handled"]["leftover_sockets_removed"], 1);
-  EXPECT_EQ(h.ok("port.show", {{"id", uuid(1)}})["vhost"]["attached"], true);
+  EXPECT_EQ(h.ok("port.show", {{"id", port_uuid(1)}})["vhost"]["attached"], true);
   close(live_fd);
 }
 
@@ -439,9 +434,9 @@ TEST(LessonsF16, ControlWorkNeverStallsAWorker) {
   h.ok("network.create", {{"id", "n1"}, {"type", "local"}});
   h.ok("security_group.create", {{"id", "g"}});
   h.ok("security_group_rule.create", udp_rule("g", 5000));
-  json pa = port_params(uuid(1), "n1", kMacA, a.name());
+  json pa = port_params(port_uuid(1), "n1", kMacA, a.name());
   pa["port_security_enabled"] = false;
-  json pb = port_params(uuid(2), "n1", kMacB, b.name());
+  json pb = port_params(port_uuid(2), "n1", kMacB, b.name());
   pb["fixed_ips"] = {"10.0.0.2"};
   pb["security_groups"] = {"g"};
   h.ok("port.bind", {{"ports", {pa, pb}}});

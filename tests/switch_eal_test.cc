@@ -31,12 +31,6 @@ constexpr char kMacC[] = "02:00:00:00:00:0c";
 constexpr char kMacD[] = "02:00:00:00:00:0d";
 constexpr char kRemote[] = "02:00:00:00:99:01";  // a host behind the physnet
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
-
 // Ethernet fields of a frame.
 std::string eth_dst(const Frame& f) {
   char b[18];
@@ -66,7 +60,7 @@ class SwitchTest : public ::testing::Test {
   }
   RingPort& bind(int n, const std::string& net, const std::string& mac) {
     RingPort& p = port("net_ring_vm" + std::to_string(n));
-    h_->ok("port.bind", port_params(uuid(n), net, mac, p.name()));
+    h_->ok("port.bind", port_params(port_uuid(n), net, mac, p.name()));
     return p;
   }
   std::unique_ptr<RingPort> phys_;
@@ -212,8 +206,8 @@ TEST(SwitchAging, LearnedMacAgesOutAndFloodingResumes) {
   cfg.mac_aging_s = 1;
   Harness h(cfg);
   h.ok("network.create", {{"id", "n1"}, {"type", "flat"}, {"physnet", "physnet1"}});
-  h.ok("port.bind", port_params(uuid(41), "n1", kMacA, a.name()));
-  h.ok("port.bind", port_params(uuid(42), "n1", kMacB, b.name()));
+  h.ok("port.bind", port_params(port_uuid(41), "n1", kMacA, a.name()));
+  h.ok("port.bind", port_params(port_uuid(42), "n1", kMacB, b.name()));
   const std::vector<Frame> from_remote = {Eth(kRemote, "ff:ff:ff:ff:ff:ff").arp()};
   const std::vector<Frame> to_remote = {Eth(kMacA, kRemote).ipv4().udp()};
   phys.send(from_remote);
@@ -256,11 +250,11 @@ TEST_F(SwitchTest, RefusedBindChangesNothing) {
   bind(1, "n1", kMacA);
   json before = h_->ok("show");
   // A device that cannot be probed, and a MAC already in the network.
-  json r1 = h_->call("port.bind", port_params(uuid(2), "n1", kMacB, "net_nonexistent0"));
+  json r1 = h_->call("port.bind", port_params(port_uuid(2), "n1", kMacB, "net_nonexistent0"));
   EXPECT_FALSE(r1["ok"].get<bool>());
   EXPECT_EQ(r1["error"]["code"], "device_error");
   RingPort& p3 = port("net_ring_vm3");
-  json r2 = h_->call("port.bind", port_params(uuid(3), "n1", kMacA, p3.name()));
+  json r2 = h_->call("port.bind", port_params(port_uuid(3), "n1", kMacA, p3.name()));
   EXPECT_FALSE(r2["ok"].get<bool>());
   EXPECT_EQ(r2["error"]["code"], "conflict");
   json after = h_->ok("show");
@@ -268,7 +262,7 @@ TEST_F(SwitchTest, RefusedBindChangesNothing) {
   EXPECT_EQ(before["networks"], after["networks"]);
   EXPECT_EQ(before["generation"], after["generation"]);  // nothing was published
   // The refused attempts leaked nothing: the device and index are still free.
-  h_->ok("port.bind", port_params(uuid(3), "n1", kMacB, p3.name()));
+  h_->ok("port.bind", port_params(port_uuid(3), "n1", kMacB, p3.name()));
 }
 
 // F5: many ports in one request bind together or not at all. A refused bulk
@@ -280,14 +274,14 @@ TEST_F(SwitchTest, BulkBindIsAllOrNothing) {
   RingPort& a = port("net_ring_bk1");
   RingPort& b = port("net_ring_bk2");
   RingPort& c = port("net_ring_bk3");
-  const json pa = port_params(uuid(21), "n1", kMacA, a.name());
-  const json pb = port_params(uuid(22), "n1", kMacB, b.name());
-  const json pc = port_params(uuid(23), "n2", kMacC, c.name());
+  const json pa = port_params(port_uuid(21), "n1", kMacA, a.name());
+  const json pb = port_params(port_uuid(22), "n1", kMacB, b.name());
+  const json pc = port_params(port_uuid(23), "n2", kMacC, c.name());
   const json before = h_->ok("show");
   const std::vector<std::pair<json, std::string>> refused = {
-      {json::array({pa, pb, port_params(uuid(24), "n2", "zz", c.name())}), "ports[2]: mac"},
-      {json::array({pa, pc, port_params(uuid(24), "n2", kMacD, "net_nonexistent0")}), "ports[2]"},
-      {json::array({pa, pb, port_params(uuid(24), "n1", kMacA, c.name())}), "ports[2]"},
+      {json::array({pa, pb, port_params(port_uuid(24), "n2", "zz", c.name())}), "ports[2]: mac"},
+      {json::array({pa, pc, port_params(port_uuid(24), "n2", kMacD, "net_nonexistent0")}), "ports[2]"},
+      {json::array({pa, pb, port_params(port_uuid(24), "n1", kMacA, c.name())}), "ports[2]"},
       {json::array({pa, pa}), "ports[1]"},
   };
   for (const auto& [list, where] : refused) {
@@ -368,7 +362,7 @@ TEST_F(SwitchTest, EthdevPortsHaveBufferPoolsSizedFromTheirQueues) {
   const json before = pools();
   h_->ok("network.create", {{"id", "n1"}, {"type", "local"}});
   bind(1, "n1", kMacA);
-  const std::string id = uuid(1);
+  const std::string id = port_uuid(1);
   const json with = pools();
   json mine;
   for (const json& p : with["pools"])
@@ -424,7 +418,7 @@ TEST_F(SwitchTest, UnbindIsLiveWhenTheCallReturns) {
     }
   });
   while (sent.load() < 500) std::this_thread::yield();
-  h_->ok("port.unbind", {{"id", uuid(2)}});
+  h_->ok("port.unbind", {{"id", port_uuid(2)}});
   const uint32_t returned_at = sent.load(std::memory_order_acquire);
   stop_after.store(returned_at + kAfter, std::memory_order_release);
   sender.join();
@@ -454,10 +448,10 @@ TEST(SwitchRestart, RestartRestoresBindingsAndLocalVlansF4F11) {
     h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                             {"segmentation_id", 100}});
     RingPort o("net_ring_rso");
-    h.ok("port.bind", port_params(uuid(31), "other", kMacC, o.name()));  // takes VLAN 1
-    h.ok("port.bind", port_params(uuid(32), "n1", kMacA, a.name()));     // VLAN 2
-    h.ok("port.bind", port_params(uuid(33), "n1", kMacB, b.name()));
-    h.ok("port.unbind", {{"id", uuid(31)}});  // frees VLAN 1: a renumbering would take it
+    h.ok("port.bind", port_params(port_uuid(31), "other", kMacC, o.name()));  // takes VLAN 1
+    h.ok("port.bind", port_params(port_uuid(32), "n1", kMacA, a.name()));     // VLAN 2
+    h.ok("port.bind", port_params(port_uuid(33), "n1", kMacB, b.name()));
+    h.ok("port.unbind", {{"id", port_uuid(31)}});  // frees VLAN 1: a renumbering would take it
     before = h.ok("show");
   }
   Harness h(cfg);
@@ -523,7 +517,7 @@ TEST(SwitchRestart, DroppedPhysnetInUseIsRefusedAndChangesNothing) {
     Harness h(cfg, /*keep_state=*/true);
     h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                             {"segmentation_id", 100}});
-    h.ok("port.bind", port_params(uuid(41), "n1", kMacA, a.name()));
+    h.ok("port.bind", port_params(port_uuid(41), "n1", kMacA, a.name()));
     before = h.ok("show");
   }
   EXPECT_EQ(before["recorded_config"]["physnets"], json({{"physnet1", "net_ring_dpphys"}}));
@@ -560,7 +554,7 @@ TEST(SwitchRestart, ChangedPhysnetDeviceIsAcceptedWithAWarning) {
     Harness h(cfg, /*keep_state=*/true);
     h.ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
                             {"segmentation_id", 100}});
-    h.ok("port.bind", port_params(uuid(51), "n1", kMacA, a.name()));
+    h.ok("port.bind", port_params(port_uuid(51), "n1", kMacA, a.name()));
     before = h.ok("show");
   }
   cfg.physnets = {{"physnet1", "net_ring_cdnew"}};
@@ -589,8 +583,8 @@ TEST(SwitchMultiWorker, TwoWorkersShareOneTxQueue) {
   auto h = std::make_unique<Harness>(cfg);
   h->ok("network.create", {{"id", "n1"}, {"type", "flat"}, {"physnet", "physnet1"}});
   RingPort a("net_ring_mwa"), b("net_ring_mwb");
-  h->ok("port.bind", port_params(uuid(11), "n1", kMacA, a.name()));
-  h->ok("port.bind", port_params(uuid(12), "n1", kMacB, b.name()));
+  h->ok("port.bind", port_params(port_uuid(11), "n1", kMacA, a.name()));
+  h->ok("port.bind", port_params(port_uuid(12), "n1", kMacB, b.name()));
   json show = h->ok("show");
   ASSERT_EQ(show["workers"].size(), 2u);
   // The two VM ports' queues went to different workers.

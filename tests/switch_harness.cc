@@ -137,6 +137,12 @@ std::vector<Frame> RingPort::wait_for(size_t n, std::chrono::milliseconds timeou
   return all;
 }
 
+std::string port_uuid(int n) {
+  char buf[40];
+  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
+  return buf;
+}
+
 ctl::Config test_config(std::vector<unsigned> workers) {
   ctl::Config c;
   c.worker_lcores = std::move(workers);

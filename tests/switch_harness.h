@@ -77,6 +77,8 @@ class Harness {
 };
 
 ctl::Config test_config(std::vector<unsigned> workers = {1});
+// The n-th test port's id, a canonical UUID: 00000000-0000-4000-8000-<n, 12 digits>.
+std::string port_uuid(int n);
 nlohmann::json port_params(const std::string& id, const std::string& net, const std::string& mac,
                            const std::string& devargs);
 

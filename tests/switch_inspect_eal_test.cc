@@ -19,12 +19,6 @@ constexpr char kMacC[] = "02:00:00:00:00:0c";
 constexpr char kRemote[] = "02:00:00:00:99:01";  // a host behind the physnet
 constexpr char kPhys[] = "physnet:physnet1";
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
-
 Frame from_hex(const std::string& hex) {
   Frame f;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) f.push_back(std::stoi(hex.substr(i, 2), nullptr, 16));
@@ -63,9 +57,9 @@ class TraceTest : public ::testing::Test {
   }
   void bind(int n, const std::string& net, const std::string& mac) {
     auto ring = std::make_unique<RingPort>("net_ring_trvm" + std::to_string(n));
-    h_->ok("port.bind", port_params(uuid(n), net, mac, ring->name()));
-    names_[uuid(n)] = ring.get();
-    rings_[uuid(n)] = std::move(ring);
+    h_->ok("port.bind", port_params(port_uuid(n), net, mac, ring->name()));
+    names_[port_uuid(n)] = ring.get();
+    rings_[port_uuid(n)] = std::move(ring);
   }
   json trace(const std::string& port, const json& frame) {
     json r = h_->ok("trace", {{"port", port}, {"frame", frame}});
@@ -101,10 +95,10 @@ class TraceTest : public ::testing::Test {
 };
 
 TEST_F(TraceTest, VmToVmKnownUnicast) {
-  json t = trace(uuid(1), {{"dst", kMacB}, {"ip_src", "10.0.0.1"}, {"ip_dst", "10.0.0.2"},
+  json t = trace(port_uuid(1), {{"dst", kMacB}, {"ip_src", "10.0.0.1"}, {"ip_dst", "10.0.0.2"},
                            {"proto", "tcp"}, {"sport", 40000}, {"dport", 22}});
   EXPECT_EQ(t["verdict"], "output");
-  EXPECT_EQ(t["in_port"]["name"], uuid(1));
+  EXPECT_EQ(t["in_port"]["name"], port_uuid(1));
   std::vector<std::string> order;
   for (const json& s : t["steps"]) order.push_back(s["step"]);
   EXPECT_EQ(order, (std::vector<std::string>{"parse", "in_port", "source_mac", "ingress_vlan",
@@ -119,16 +113,16 @@ TEST_F(TraceTest, VmToVmKnownUnicast) {
   const json fdb = step(t, "fdb");
   EXPECT_EQ(fdb["known"], true);
   EXPECT_EQ(fdb["learned"], false);  // a bound port's MAC
-  EXPECT_EQ(fdb["port"]["name"], uuid(2));
+  EXPECT_EQ(fdb["port"]["name"], port_uuid(2));
   EXPECT_EQ(step(t, "network")["vlan"], 100);  // the segmentation id
   ASSERT_EQ(t["actions"].size(), 1u);
-  EXPECT_EQ(t["actions"][0]["name"], uuid(2));
+  EXPECT_EQ(t["actions"][0]["name"], port_uuid(2));
   EXPECT_TRUE(t["actions"][0]["vlan"].is_null());
   expect_datapath_agrees(t);
 }
 
 TEST_F(TraceTest, UnknownUnicastFloodsToNetworkAndPhysnetTagged) {
-  json t = trace(uuid(1), {{"dst", "02:00:00:00:77:77"}});
+  json t = trace(port_uuid(1), {{"dst", "02:00:00:00:77:77"}});
   EXPECT_EQ(t["verdict"], "flood");
   EXPECT_EQ(step(t, "fdb")["known"], false);
   const json flood = step(t, "flood");
@@ -137,14 +131,14 @@ TEST_F(TraceTest, UnknownUnicastFloodsToNetworkAndPhysnetTagged) {
   std::map<std::string, json> out;
   for (const json& a : t["actions"]) out[a["name"]] = a["vlan"];
   EXPECT_EQ(out.size(), 2u);
-  EXPECT_TRUE(out.at(uuid(2)).is_null());
+  EXPECT_TRUE(out.at(port_uuid(2)).is_null());
   EXPECT_EQ(out.at(kPhys), 100);
-  EXPECT_FALSE(out.count(uuid(3)));  // another network
+  EXPECT_FALSE(out.count(port_uuid(3)));  // another network
   expect_datapath_agrees(t);
 }
 
 TEST_F(TraceTest, BroadcastArpFloods) {
-  json t = trace(uuid(2), {{"ethertype", "0x0806"}, {"ip_src", "10.0.0.2"}, {"ip_dst", "10.0.0.1"}});
+  json t = trace(port_uuid(2), {{"ethertype", "0x0806"}, {"ip_src", "10.0.0.2"}, {"ip_dst", "10.0.0.1"}});
   EXPECT_EQ(t["verdict"], "flood");
   EXPECT_EQ(step(t, "parse")["key"]["arp_op"], 1);
   EXPECT_EQ(step(t, "parse")["key"]["arp_tpa"], "10.0.0.1");
@@ -155,10 +149,10 @@ TEST_F(TraceTest, BroadcastArpFloods) {
 TEST_F(TraceTest, ToLearnedPhysnetMacIsTagged) {
   // The remote host speaks first: learned behind the physnet.
   rings_["phys"]->send({Eth(kRemote, "ff:ff:ff:ff:ff:ff").vlan(100).arp()});
-  ASSERT_EQ(rings_[uuid(1)]->wait_for(1).size(), 1u);
+  ASSERT_EQ(rings_[port_uuid(1)]->wait_for(1).size(), 1u);
   h_->pump(std::chrono::milliseconds(50));
   ASSERT_EQ(h_->sw().show()["learned_macs"], 1);
-  json t = trace(uuid(1), {{"dst", kRemote}, {"ip_dst", "10.0.0.9"}});
+  json t = trace(port_uuid(1), {{"dst", kRemote}, {"ip_dst", "10.0.0.9"}});
   EXPECT_EQ(t["verdict"], "output");
   const json fdb = step(t, "fdb");
   EXPECT_EQ(fdb["known"], true);
@@ -178,7 +172,7 @@ TEST_F(TraceTest, FromPhysnetMapsVlanAndReportsLearning) {
   EXPECT_EQ(in["local_vlan"], step(t, "network")["local_vlan"]);
   EXPECT_EQ(step(t, "learn")["known"], false);
   EXPECT_EQ(t["learn"], true);
-  EXPECT_EQ(t["actions"][0]["name"], uuid(1));
+  EXPECT_EQ(t["actions"][0]["name"], port_uuid(1));
   EXPECT_TRUE(t["actions"][0]["vlan"].is_null());  // untagged to the VM
   expect_datapath_agrees(t);
 }
@@ -196,7 +190,7 @@ TEST_F(TraceTest, FromPhysnetUnknownVlanDropsWithReason) {
 }
 
 TEST_F(TraceTest, RuntFrameDropsInParser) {
-  json t = trace(uuid(1), "02:00:00:00:00:0b 02:00:00:00:00:0a 08");
+  json t = trace(port_uuid(1), "02:00:00:00:00:0b 02:00:00:00:00:0a 08");
   EXPECT_EQ(t["verdict"], "drop");
   EXPECT_EQ(t["drop_reason"], "runt_frame");
   ASSERT_EQ(t["steps"].size(), 1u);
@@ -206,10 +200,10 @@ TEST_F(TraceTest, RuntFrameDropsInParser) {
 }
 
 TEST_F(TraceTest, TaggedFrameFromVmAndMtu) {
-  json tagged = trace(uuid(1), {{"dst", kMacB}, {"vlan", 5}});
+  json tagged = trace(port_uuid(1), {{"dst", kMacB}, {"vlan", 5}});
   EXPECT_EQ(tagged["drop_reason"], "tagged_on_access_port");
   expect_datapath_agrees(tagged);
-  json big = trace(uuid(1), {{"dst", kMacB}, {"length", 1515}});  // L3 1501 > MTU 1500
+  json big = trace(port_uuid(1), {{"dst", kMacB}, {"length", 1515}});  // L3 1501 > MTU 1500
   EXPECT_EQ(big["drop_reason"], "mtu_exceeded");
   EXPECT_EQ(big["steps"].back()["step"], "mtu");
   expect_datapath_agrees(big);
@@ -218,7 +212,7 @@ TEST_F(TraceTest, TaggedFrameFromVmAndMtu) {
 TEST_F(TraceTest, SendsNothingAndLeavesCachesAlone) {
   h_->pump(std::chrono::milliseconds(20));
   const json before = h_->ok("cache.dump");
-  for (int i = 0; i < 5; i++) trace(uuid(1), {{"dst", kMacB}, {"sport", 1000 + i}});
+  for (int i = 0; i < 5; i++) trace(port_uuid(1), {{"dst", kMacB}, {"sport", 1000 + i}});
   h_->pump(std::chrono::milliseconds(30));
   for (auto& [name, r] : names_) EXPECT_TRUE(r->take().empty()) << name;
   EXPECT_EQ(h_->ok("cache.dump"), before);
@@ -226,23 +220,23 @@ TEST_F(TraceTest, SendsNothingAndLeavesCachesAlone) {
 }
 
 TEST_F(TraceTest, RefusesBadRequests) {
-  EXPECT_EQ(h_->call("trace", {{"port", uuid(9)}, {"frame", "00"}})["error"]["code"], "not_found");
+  EXPECT_EQ(h_->call("trace", {{"port", port_uuid(9)}, {"frame", "00"}})["error"]["code"], "not_found");
   EXPECT_EQ(h_->call("trace", {{"port", "physnet:nope"}, {"frame", "00"}})["error"]["code"],
             "not_found");
-  EXPECT_EQ(h_->call("trace", {{"port", uuid(1)}, {"frame", "0g"}})["error"]["code"],
+  EXPECT_EQ(h_->call("trace", {{"port", port_uuid(1)}, {"frame", "0g"}})["error"]["code"],
             "invalid_argument");
   json r = h_->call("trace", {{"port", kPhys}, {"frame", {{"dst", kMacA}}}});
   EXPECT_EQ(r["error"]["code"], "invalid_argument");  // no default src on a physnet
   EXPECT_NE(r["error"]["message"].get<std::string>().find("frame.src"), std::string::npos);
-  EXPECT_EQ(h_->call("trace", {{"port", uuid(1)}, {"frame", {{"vlan", 5000}}}})["error"]["code"],
+  EXPECT_EQ(h_->call("trace", {{"port", port_uuid(1)}, {"frame", {{"vlan", 5000}}}})["error"]["code"],
             "invalid_argument");
   EXPECT_EQ(h_->call("cache.dump", {{"worker", 7}})["error"]["code"], "invalid_argument");
 }
 
 TEST_F(TraceTest, CacheDumpShowsTheFlowsOfKnownTraffic) {
-  auto& a = *rings_[uuid(1)];
+  auto& a = *rings_[port_uuid(1)];
   a.send({Eth(kMacA, kMacB).ipv4().udp(), Eth(kMacA, "ff:ff:ff:ff:ff:ff").arp()});
-  ASSERT_EQ(rings_[uuid(2)]->wait_for(2).size(), 2u);
+  ASSERT_EQ(rings_[port_uuid(2)]->wait_for(2).size(), 2u);
   const json dump = h_->ok("cache.dump", {{"worker", 0}});
   ASSERT_EQ(dump["workers"].size(), 1u);
   const json& w = dump["workers"][0];
@@ -254,10 +248,10 @@ TEST_F(TraceTest, CacheDumpShowsTheFlowsOfKnownTraffic) {
   std::map<std::string, json> by_dst;
   for (const json& e : w["entries"]) by_dst[e["key"]["dl_dst"]] = e;
   const json& uni = by_dst.at(kMacB);
-  EXPECT_EQ(uni["in_port"]["name"], uuid(1));
+  EXPECT_EQ(uni["in_port"]["name"], port_uuid(1));
   EXPECT_EQ(uni["scope"], "l2");
   EXPECT_EQ(uni["action"]["kind"], "output");
-  EXPECT_EQ(uni["action"]["port"]["name"], uuid(2));
+  EXPECT_EQ(uni["action"]["port"]["name"], port_uuid(2));
   EXPECT_EQ(by_dst.at("ff:ff:ff:ff:ff:ff")["action"]["kind"], "flood");
   // A new snapshot makes every entry stale: none is live any more.
   bind(4, "n2", "02:00:00:00:00:0d");
@@ -269,8 +263,8 @@ TEST(TraceStopped, CacheDumpWithWorkersStopped) {
   RingPort a("net_ring_tsa"), b("net_ring_tsb");
   Harness h(test_config());
   h.ok("network.create", {{"id", "n"}, {"type", "local"}});
-  h.ok("port.bind", port_params(uuid(11), "n", kMacA, a.name()));
-  h.ok("port.bind", port_params(uuid(12), "n", kMacB, b.name()));
+  h.ok("port.bind", port_params(port_uuid(11), "n", kMacA, a.name()));
+  h.ok("port.bind", port_params(port_uuid(12), "n", kMacB, b.name()));
   a.send({Eth(kMacA, kMacB).ipv4().udp()});
   ASSERT_EQ(b.wait_for(1).size(), 1u);
   h.sw().stop_workers();

@@ -15,12 +15,6 @@ constexpr char kMacA[] = "02:00:00:00:01:0a";
 constexpr char kMacB[] = "02:00:00:00:01:0b";
 constexpr char kMacC[] = "02:00:00:00:01:0c";
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
-
 // TCP's flag bits.
 constexpr uint8_t kSyn = 0x02, kAck = 0x10, kPsh = 0x08;
 
@@ -42,7 +36,7 @@ class SecGroupTest : public ::testing::Test {
   }
   RingPort& bind(int n, const char* mac, const char* ip, json groups) {
     ports_.push_back(std::make_unique<RingPort>("net_ring_sg" + std::to_string(n)));
-    json p = port_params(uuid(n), "n1", mac, ports_.back()->name());
+    json p = port_params(port_uuid(n), "n1", mac, ports_.back()->name());
     p["fixed_ips"] = {ip};
     p["security_groups"] = std::move(groups);
     h_->ok("port.bind", p);
@@ -134,7 +128,7 @@ TEST_F(SecGroupTest, RemoteGroupMembershipChangeTakesEffectF8) {
   EXPECT_EQ(pass(c, b, udp(kMacC, "10.0.0.3", 7000), 0), 0u);
   const json before = h_->ok("show")["security_groups"]["builds"];
 
-  json upd = h_->ok("port.update", {{"id", uuid(3)}, {"security_groups", {"out", "members"}}});
+  json upd = h_->ok("port.update", {{"id", port_uuid(3)}, {"security_groups", {"out", "members"}}});
   EXPECT_EQ(upd["security_groups"], json({"out", "members"}));
   EXPECT_EQ(pass(c, b, udp(kMacC, "10.0.0.3", 7001), 1), 1u);
   const json after = h_->ok("show")["security_groups"]["builds"];
@@ -142,7 +136,7 @@ TEST_F(SecGroupTest, RemoteGroupMembershipChangeTakesEffectF8) {
   EXPECT_EQ(after["reindexed"].get<int>(), before["reindexed"].get<int>() + 1);
   EXPECT_EQ(after["built"].get<int>(), before["built"].get<int>() + 1);
 
-  h_->ok("port.update", {{"id", uuid(3)}, {"security_groups", {"out"}}});
+  h_->ok("port.update", {{"id", port_uuid(3)}, {"security_groups", {"out"}}});
   EXPECT_EQ(pass(c, b, udp(kMacC, "10.0.0.3", 7002), 0), 0u);
 }
 
@@ -163,13 +157,13 @@ TEST_F(SecGroupTest, AntiSpoofingAndAllowedAddressPairs) {
   EXPECT_EQ(pass(a, b, udp("02:00:00:00:01:99", "10.0.0.1"), 0), 0u);
   EXPECT_EQ(h_->drops("spoofed_mac"), 1u);
 
-  h_->ok("port.update", {{"id", uuid(1)},
+  h_->ok("port.update", {{"id", port_uuid(1)},
                          {"allowed_address_pairs", {{{"ip_address", "10.0.0.64/26"}}}}});
   EXPECT_EQ(pass(a, b, udp(kMacA, "10.0.0.77"), 1), 1u);
   // Groups must go before port security can (neutron's rule).
-  json r = h_->call("port.update", {{"id", uuid(1)}, {"port_security_enabled", false}});
+  json r = h_->call("port.update", {{"id", port_uuid(1)}, {"port_security_enabled", false}});
   EXPECT_FALSE(r["ok"].get<bool>());
-  h_->ok("port.update", {{"id", uuid(1)}, {"security_groups", json::array()},
+  h_->ok("port.update", {{"id", port_uuid(1)}, {"security_groups", json::array()},
                          {"allowed_address_pairs", json::array()},
                          {"port_security_enabled", false}});
   EXPECT_EQ(pass(a, b, udp("02:00:00:00:01:99", "10.9.9.9"), 1), 1u);
@@ -187,10 +181,10 @@ TEST(SecGroupRestart, RulesAreBackBeforeTheFirstFrameF1F11) {
     h.ok("security_group_rule.create", {{"security_group_id", "web"}, {"direction", "ingress"},
                                         {"ethertype", "IPv4"}, {"protocol", "udp"},
                                         {"port_range_min", 53}, {"port_range_max", 53}});
-    json pa = port_params(uuid(1), "n1", kMacA, a.name());
+    json pa = port_params(port_uuid(1), "n1", kMacA, a.name());
     pa["fixed_ips"] = {"10.0.0.1"};
     pa["port_security_enabled"] = false;
-    json pb = port_params(uuid(2), "n1", kMacB, b.name());
+    json pb = port_params(port_uuid(2), "n1", kMacB, b.name());
     pb["fixed_ips"] = {"10.0.0.2"};
     pb["security_groups"] = {"web"};
     h.ok("port.bind", {{"ports", {pa, pb}}});
@@ -198,7 +192,7 @@ TEST(SecGroupRestart, RulesAreBackBeforeTheFirstFrameF1F11) {
   Harness h(cfg);
   json g = h.ok("security_group.show", {{"id", "web"}});
   ASSERT_EQ(g["rules"].size(), 1u);
-  EXPECT_EQ(g["ports"], json({uuid(2)}));
+  EXPECT_EQ(g["ports"], json({port_uuid(2)}));
   auto udp = [](uint16_t dport) -> Frame {
     return Eth(kMacA, kMacB).ipv4("10.0.0.1", "10.0.0.2").udp(999, dport);
   };
@@ -246,7 +240,7 @@ TEST_F(SecGroupTest, StoppedInstanceLosesItsConnections) {
   EXPECT_EQ(h_->ok("stats")["generation"].get<uint64_t>(), generation);
   EXPECT_EQ(pass(b, a, reply, 0), 0u);
   EXPECT_EQ(h_->drops("sg_egress_denied"), 1u);
-  EXPECT_EQ(h_->ok("port.show", {{"id", uuid(1)}})["security_groups"], json({"client"}));
+  EXPECT_EQ(h_->ok("port.show", {{"id", port_uuid(1)}})["security_groups"], json({"client"}));
 }
 
 // stats.conntrack.new_per_s: new connections per second over the last
@@ -283,7 +277,7 @@ TEST_F(SecGroupTest, NewConnectionsPerSecond) {
 TEST_F(SecGroupTest, RefusedRequestsChangeNothing) {
   h_->ok("security_group.create", {{"id", "g1"}});
   ports_.push_back(std::make_unique<RingPort>("net_ring_sg9"));
-  json p = port_params(uuid(9), "n1", kMacA, ports_.back()->name());
+  json p = port_params(port_uuid(9), "n1", kMacA, ports_.back()->name());
   p["security_groups"] = {"g1", "nope"};
   json r = h_->call("port.bind", p);
   ASSERT_FALSE(r["ok"].get<bool>());

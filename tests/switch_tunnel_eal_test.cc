@@ -26,12 +26,6 @@ constexpr char kNextHop[] = "02:00:00:00:99:02";  // the other host's underlay N
 constexpr char kLocalIp[] = "10.99.0.1";
 constexpr char kPeerIp[] = "10.99.0.2";
 
-std::string uuid(int n) {
-  char buf[40];
-  snprintf(buf, sizeof(buf), "00000000-0000-4000-8000-%012d", n);
-  return buf;
-}
-
 ctl::Config vtep_config(const std::string& underlay, std::optional<std::string> next_hop_mac = {}) {
   ctl::Config cfg = test_config();
   cfg.physnets = {{"underlay", underlay}};
@@ -58,7 +52,7 @@ class TunnelTest : public ::testing::Test {
   }
   RingPort& bind(int n, const std::string& net, const std::string& mac) {
     vms_.push_back(std::make_unique<RingPort>("net_ring_tvm" + std::to_string(n)));
-    h_->ok("port.bind", port_params(uuid(n), net, mac, vms_.back()->name()));
+    h_->ok("port.bind", port_params(port_uuid(n), net, mac, vms_.back()->name()));
     return *vms_.back();
   }
   // A vxlan network "vx" (VNI 5001) with VM A bound, kRemote behind the
@@ -161,7 +155,7 @@ TEST(TunnelLearning, DecapsulatedSourcesAreLearnedBehindTheirVtep) {
   cfg.vtep->learning = true;
   Harness h(cfg);
   h.ok("network.create", {{"id", "vx"}, {"type", "vxlan"}, {"segmentation_id", 5001}});
-  h.ok("port.bind", port_params(uuid(1), "vx", kVmA, vm.name()));
+  h.ok("port.bind", port_params(port_uuid(1), "vx", kVmA, vm.name()));
   h.ok("tunnel.flood.set", {{"network", "vx"}, {"vteps", {kPeerIp}}});
   const std::string our_mac = h.ok("tunnel.show")["vtep"]["mac"];
   underlay.send({Eth(kNextHop, our_mac)
@@ -481,18 +475,18 @@ TEST_F(ArpResponderTest, UnknownAddressIsFloodedAsBefore) {
 }
 
 TEST_F(ArpResponderTest, TraceSaysWhatHappens) {
-  json t = h_->ok("trace", {{"port", uuid(1)}, {"frame", hex(arp_request(kRemoteIp)[0])}});
+  json t = h_->ok("trace", {{"port", port_uuid(1)}, {"frame", hex(arp_request(kRemoteIp)[0])}});
   EXPECT_EQ(t["verdict"], "arp_reply") << t.dump(1);
   EXPECT_EQ(t["consistent"], true);
   ASSERT_EQ(t["actions"].size(), 1u) << t.dump(1);
-  EXPECT_EQ(t["actions"][0]["name"], uuid(1));  // back to the asker only
+  EXPECT_EQ(t["actions"][0]["name"], port_uuid(1));  // back to the asker only
   std::string detail;
   for (const json& s : t["steps"])
     if (s["step"] == "arp_responder") detail = s["detail"];
   EXPECT_NE(detail.find("answered by the ARP responder with 02:00:00:00:01:01"), std::string::npos)
       << t.dump(1);
   EXPECT_NE(detail.find("not flooded"), std::string::npos) << detail;
-  t = h_->ok("trace", {{"port", uuid(1)}, {"frame", hex(arp_request("10.0.0.77")[0])}});
+  t = h_->ok("trace", {{"port", port_uuid(1)}, {"frame", hex(arp_request("10.0.0.77")[0])}});
   EXPECT_EQ(t["verdict"], "flood");
   detail.clear();
   for (const json& s : t["steps"])
