@@ -203,6 +203,25 @@ TEST(Config, PhysnetNeedsDevice) {
               StartsWith("config /etc/strait.toml: physnets.p1.device: "));
 }
 
+TEST(Config, PhysnetVlanRanges) {
+  auto c = parse("[physnets.p1]\ndevice = \"net_ring0\"\nvlan_ranges = [\"100:199\", \"4094:4094\"]\n"
+                 "[physnets.p2]\ndevice = \"net_ring1\"\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->vlan_ranges.at("p1"), (std::vector<VlanRange>{{100, 199}, {4094, 4094}}));
+  EXPECT_FALSE(c->vlan_ranges.count("p2"));  // every VLAN
+  const std::string p = "[physnets.p1]\ndevice = \"net_ring0\"\nvlan_ranges = ";
+  EXPECT_EQ(refusal(p + "[\"100-199\"]\n"),
+            "config /etc/strait.toml: physnets.p1.vlan_ranges[0]: \"100-199\" is not MIN:MAX (e.g. \"100:199\")");
+  EXPECT_EQ(refusal(p + "[\"100:199\", \"200:100\"]\n"),
+            "config /etc/strait.toml: physnets.p1.vlan_ranges[1]: \"200:100\": VLAN ids are 1..4094 and MIN <= MAX");
+  EXPECT_THAT(refusal(p + "[\"0:10\"]\n"), HasSubstr("VLAN ids are 1..4094"));
+  EXPECT_THAT(refusal(p + "[\"1:4095\"]\n"), HasSubstr("VLAN ids are 1..4094"));
+  EXPECT_THAT(refusal(p + "[\"99999999999:1\"]\n"), HasSubstr("VLAN ids are 1..4094"));
+  EXPECT_THAT(refusal(p + "[\"1:2:3\"]\n"), HasSubstr("is not MIN:MAX"));
+  EXPECT_THAT(refusal(p + "\"100:199\"\n"), HasSubstr("expected an array"));
+  EXPECT_THAT(refusal(p + "[100]\n"), HasSubstr("vlan_ranges[0]: expected a string"));
+}
+
 TEST(Config, PhysnetMustBeATable) {
   EXPECT_EQ(refusal("[physnets]\np1 = \"net_ring0\"\n"),
             "config /etc/strait.toml: physnets.p1: expected a table, got \"net_ring0\"");

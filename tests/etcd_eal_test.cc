@@ -355,6 +355,120 @@ TEST_F(EtcdTest, EtcdRestartedReconcilesInPlace) {
   }, 10s));
 }
 
+// Which revision of a group every worker enforces, for neutron and for
+// whoever measures a rule's way to the datapath.
+TEST_F(EtcdTest, GroupStatesSayWhichRevisionIsEnforced) {
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80)}));
+  put(port_key(1), port_doc(1, "fa:16:3e:00:00:01"));
+  start();
+  auto revision = [&] {
+    auto r = client_->range_prefix(std::string(kPrefix) + group_key());
+    return r && !r->kvs.empty() ? r->kvs[0].mod_revision : int64_t{-1};
+  };
+  auto group_state = [&]() -> json {  // {} when there is none
+    auto r = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/secgroups/" + kGroup);
+    if (!r || r->kvs.empty()) return json::object();
+    return json::parse(r->kvs[0].value);
+  };
+  ASSERT_TRUE(until([&] { return group_state().value("revision", int64_t{0}) == revision(); }))
+      << group_state();
+  EXPECT_EQ(group_state()["state"], "applied");
+
+  // A new rule: its revision once the rule is in every worker's snapshot.
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80),
+                              rule("6f0e0000-0000-4000-8000-000000000002", 443)}));
+  ASSERT_TRUE(until([&] { return group_state().value("revision", int64_t{0}) == revision(); }))
+      << group_state();
+  EXPECT_EQ(model().security_group(kGroup)->rules.size(), 2u);
+  EXPECT_GE(h_->sw().stats()["workers"][0]["generation"].get<uint32_t>(),
+            group_state()["generation"].get<uint32_t>());
+
+  // A rule the switch refuses: the group's state says why, the rules in force stay.
+  json bad = rule("6f0e0000-0000-4000-8000-000000000003", 22);
+  bad["protocol"] = "carrier-pigeon";
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80), bad}));
+  ASSERT_TRUE(until([&] { return group_state().value("state", "") == "error"; })) << group_state();
+  EXPECT_NE(group_state()["reason"].get<std::string>().find("carrier-pigeon"), std::string::npos)
+      << group_state();
+  EXPECT_EQ(group_state()["revision"], revision());
+
+  // A group that goes takes its state with it.
+  del(port_key(1));
+  del(group_key());
+  ASSERT_TRUE(until([&] { return !model().security_group(kGroup) && group_state().empty(); }))
+      << group_state();
+}
+
+// A physnet that carries only some VLANs ([physnets.NAME] vlan_ranges):
+// a document for another VLAN is refused, and the host says which it carries.
+TEST_F(EtcdTest, AVlanOutsideThePhysnetsRangesIsRefused) {
+  cfg_.vlan_ranges = {{"physnet1", {{100, 199}}}};
+  put(group_key(), group_doc({}));
+  put(port_key(1), port_doc(1, "fa:16:3e:00:00:01", 100));
+  put(port_key(2), port_doc(2, "fa:16:3e:00:00:02", 200,
+                            {{"network", {{"id", "net-200"}, {"network_type", "vlan"},
+                                          {"physical_network", "physnet1"},
+                                          {"segmentation_id", 200}}}}));
+  start();
+  ASSERT_TRUE(until([&] { return state_is(1, "bound") && state_is(2, "error"); }))
+      << state(1) << state(2);
+  EXPECT_NE(state(2)["reason"].get<std::string>().find("outside physnet physnet1's vlan_ranges (100:199)"),
+            std::string::npos)
+      << state(2);
+  EXPECT_FALSE(model().network("net-200"));
+  auto alive = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/alive");
+  ASSERT_TRUE(alive && alive->kvs.size() == 1);
+  EXPECT_EQ(json::parse(alive->kvs[0].value)["vlan_ranges"], json::parse(R"({"physnet1": [[100, 199]]})"));
+}
+
+// Members of a remote group bound on other hosts (neutron's remote_group
+// documents) are admitted by a rule naming the group, as the ports bound
+// here are; they wait for their group, and follow their documents.
+TEST_F(EtcdTest, RemoteGroupMembersOnOtherHostsAreAdmitted) {
+  const std::string far = "00000000-0000-4000-8000-0000000000f1";
+  const std::string member_key = std::string("/global/remote_group/") + kGroup + "/" + far;
+  json from_group = rule("6f0e0000-0000-4000-8000-000000000009", 5432);
+  from_group["remote_group_id"] = kGroup;
+  // The member first: it waits for its group.
+  put(member_key, json{{"port", far}, {"addresses", {"10.0.9.9"}}});
+  put(port_key(1), port_doc(1, "fa:16:3e:00:00:01"));
+  start();
+  auto members = [&]() -> json {
+    const ctl::SecurityGroup* g = model().security_group(kGroup);
+    return g ? to_json(*g).value("remote_members", json::object()) : json(nullptr);
+  };
+  ASSERT_TRUE(until([&] { return state_is(1, "error"); })) << state(1);  // no group yet
+  EXPECT_TRUE(members().is_null());
+  put(group_key(), group_doc({from_group}));
+  ASSERT_TRUE(until([&] { return state_is(1, "bound") && members() == json{{far, {"10.0.9.9/32"}}}; }))
+      << state(1) << members();
+  // What the datapath does with a SYN from the physnet to port 1 (trace runs
+  // the real pipeline): a member's address is admitted, another is not.
+  auto verdict = [&](const std::string& src) {
+    json t = h_->ok("trace", {{"port", "physnet:physnet1"},
+                              {"frame", {{"src", "fa:16:3e:99:99:99"}, {"dst", "fa:16:3e:00:00:01"},
+                                         {"vlan", 100}, {"ip_src", src}, {"ip_dst", "10.0.0.1"},
+                                         {"proto", "tcp"}, {"sport", 40000}, {"dport", 5432}}}});
+    return t["verdict"].get<std::string>();
+  };
+  EXPECT_EQ(verdict("10.0.9.9"), "output");
+  EXPECT_EQ(verdict("10.0.9.8"), "drop");
+  // A new address; then the member goes.
+  put(member_key, json{{"port", far}, {"addresses", {"10.0.9.8", "10.7.0.0/16"}}});
+  ASSERT_TRUE(until([&] { return members() == json{{far, {"10.0.9.8/32", "10.7.0.0/16"}}}; })) << members();
+  EXPECT_EQ(verdict("10.0.9.8"), "output");
+  EXPECT_EQ(verdict("10.7.1.1"), "output");
+  EXPECT_EQ(verdict("10.0.9.9"), "drop");
+  // A document the switch refuses changes nothing, and says why in show.
+  put(member_key, json{{"port", far}, {"addresses", {"10.0.9.300"}}});
+  ASSERT_TRUE(until([&] { return !agent_->status()["intake"]["refused_remote_members"].empty(); }))
+      << agent_->status();
+  EXPECT_EQ(members(), (json{{far, {"10.0.9.8/32", "10.7.0.0/16"}}}));
+  del(member_key);
+  ASSERT_TRUE(until([&] { return members().empty(); })) << members();
+  EXPECT_EQ(verdict("10.0.9.8"), "drop");
+}
+
 TEST_F(EtcdTest, AGuestMakesThePortUp) {
   // QEMU as the vhost-user client: the switch serves the socket.
   const std::string sock = "/tmp/strait-etcd-test-guest.sock";

@@ -256,6 +256,82 @@ TEST_F(ModelGroups, MembersAreFixedIpsAndPairsOfBoundPorts) {
   EXPECT_FALSE(m.group_members().count("db"));
 }
 
+// Members bound on other hosts (etcd's remote_group documents) count in the
+// group's address set with the ports bound here, and travel in the group's
+// JSON (what the store saves).
+TEST_F(ModelGroups, RemoteMembersJoinTheGroupsAddressSet) {
+  add_group({{"id", "web"}});
+  add_port(port(kUuidA, "02:00:00:00:00:01", {{"fixed_ips", {"10.0.0.1"}}, {"security_groups", {"web"}}}));
+  auto member = [](const std::string& port, json addrs) {
+    auto r = parse_remote_member({{"id", "web"}, {"port", port}, {"addresses", addrs}});
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() ? *r : RemoteMember{};
+  };
+  ASSERT_TRUE(m.set_remote_member(member(kUuidB, {"10.1.0.2", "10.9.0.0/16", "10.1.0.2"})).ok());
+  // A member that is also bound here counts each address once.
+  ASSERT_TRUE(m.set_remote_member(member(kUuidA, {"10.0.0.1"})).ok());
+  EXPECT_EQ(m.group_members()["web"],
+            (std::vector<IpPrefix>{prefix("10.0.0.1/32"), prefix("10.1.0.2/32"), prefix("10.9.0.0/16")}));
+  const json saved = to_json(*m.security_group("web"));
+  EXPECT_EQ(saved["remote_members"][kUuidB], json({"10.1.0.2/32", "10.9.0.0/16"}));
+  auto again = parse_security_group(saved);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->remote_members, m.security_group("web")->remote_members);
+
+  // No addresses: no longer a member.
+  ASSERT_TRUE(m.set_remote_member(member(kUuidB, json::array())).ok());
+  ASSERT_TRUE(m.set_remote_member(member(kUuidA, json::array())).ok());
+  EXPECT_EQ(m.group_members()["web"], std::vector<IpPrefix>{prefix("10.0.0.1/32")});
+  EXPECT_FALSE(to_json(*m.security_group("web")).contains("remote_members"));
+
+  const json before = dump(m);
+  EXPECT_REFUSED(m.set_remote_member(RemoteMember{"nope", kUuidB, {prefix("10.1.0.2/32")}}),
+                 "not_found", "security group nope not found");
+  EXPECT_EQ(dump(m), before);
+}
+
+TEST_F(ModelGroups, RemoteMemberRefusals) {
+  auto refusal = [](json params) {
+    auto r = parse_remote_member(params);
+    return r.ok() ? std::string("accepted") : r.error().code + ": " + r.error().message;
+  };
+  EXPECT_EQ(refusal({{"id", "web"}, {"addresses", {"10.0.0.1"}}}),
+            "invalid_argument: port: missing (the member port's UUID)");
+  EXPECT_EQ(refusal({{"id", "web"}, {"port", "p1"}}),
+            "invalid_argument: port: \"p1\" is not a UUID (8-4-4-4-12 hex digits)");
+  EXPECT_EQ(refusal({{"id", "web"}, {"port", kUuidA}, {"addresses", {"10.0.0.300"}}}).substr(0, 36),
+            "invalid_argument: addresses[0]: \"10.");
+  EXPECT_EQ(refusal({{"id", "web"}, {"port", kUuidA}, {"addresses", "10.0.0.1"}}),
+            "invalid_argument: addresses: expected a list of addresses, got \"10.0.0.1\"");
+  EXPECT_EQ(refusal({{"id", "web"}, {"port", kUuidA}, {"mac", "x"}}).substr(0, 36),
+            "invalid_argument: mac: unknown field");
+  json many = json::array();
+  for (int i = 0; i <= static_cast<int>(kMaxMemberAddresses); i++) many.push_back("10.0.1." + std::to_string(i));
+  EXPECT_EQ(refusal({{"id", "web"}, {"port", kUuidA}, {"addresses", many}}),
+            "resource_exhausted: addresses: 65 addresses, more than the 64 one member may give a group");
+  EXPECT_EQ(refusal({{"id", "web"}, {"port", "AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE"}}), "accepted");
+
+  // The group's address limit counts remote members too.
+  add_group({{"id", "web"}});
+  for (int i = 0; i < static_cast<int>(kMaxGroupAddresses / kMaxMemberAddresses); i++) {
+    RemoteMember r{"web", "", {}};
+    char id[40];
+    std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
+    r.port = id;
+    for (int a = 0; a < static_cast<int>(kMaxMemberAddresses); a++)
+      r.addresses.push_back(prefix("10." + std::to_string(i / 250) + "." + std::to_string(i % 250) +
+                                   "." + std::to_string(a) + "/32"));
+    ASSERT_TRUE(m.set_remote_member(r).ok()) << i;
+  }
+  const json before = dump(m);
+  EXPECT_REFUSED(m.set_remote_member(RemoteMember{"web", kUuidA, {prefix("10.255.0.1/32")}}),
+                 "resource_exhausted", "security group web would have more than 16384 member addresses");
+  EXPECT_REFUSED(m.add_port(port(kUuidB, "02:00:00:00:00:02",
+                                 {{"fixed_ips", {"10.0.0.2"}}, {"security_groups", {"web"}}})),
+                 "resource_exhausted", "security group web would have more than 16384");
+  EXPECT_EQ(dump(m), before);
+}
+
 // ---- port.update ----------------------------------------------------------------
 
 TEST_F(ModelGroups, UpdatedPortAppliesThePresentFields) {
@@ -412,8 +488,8 @@ TEST_F(ModelGroups, MemberAddressesPerGroupStopAtTheLimit) {
   const json before = dump(m);
   EXPECT_REFUSED(m.add_port(port_with_addresses(65, 1, {"other", "web"})), "resource_exhausted",
                  "security_groups[1]: security group web would have more than 16384 member "
-                 "addresses (fixed IPs and allowed address pairs of its ports; it has 16384, "
-                 "the port 1)");
+                 "addresses (fixed IPs and allowed address pairs of its ports, and its remote "
+                 "members'; it has 16384, the port 1)");
   EXPECT_EQ(dump(m), before);
   // An update that grows a member past it is refused the same way; one that
   // keeps its count is not.

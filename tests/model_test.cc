@@ -593,6 +593,22 @@ TEST_F(ModelTest, VlanSegmentUniquePerPhysnet) {
   add_net(vlan_json("net4", 101));
 }
 
+TEST_F(ModelTest, VlanOutsideThePhysnetsRangesIsRefused) {
+  m.set_vlan_ranges({{"physnet1", {{100, 199}, {300, 300}}}});
+  EXPECT_REFUSED(m.check_vlan_range(net_spec(vlan_json("net1", 200))), "invalid_argument",
+                 "segmentation_id: VLAN 200 is outside physnet physnet1's vlan_ranges (100:199, 300:300)");
+  EXPECT_TRUE(m.check_vlan_range(net_spec(vlan_json("net1", 100))).ok());
+  EXPECT_TRUE(m.check_vlan_range(net_spec(vlan_json("net1", 300))).ok());
+  // A physnet without ranges carries every VLAN; flat networks have none.
+  json other = vlan_json("net2", 4000);
+  other["physnet"] = "physnet2";
+  EXPECT_TRUE(m.check_vlan_range(net_spec(other)).ok());
+  EXPECT_TRUE(m.check_vlan_range(net_spec({{"id", "f"}, {"type", "flat"}, {"physnet", "physnet1"}})).ok());
+  m.set_vlan_ranges({{"physnet1", {}}});  // flat only
+  EXPECT_REFUSED(m.check_vlan_range(net_spec(vlan_json("net1", 100))), "invalid_argument",
+                 "vlan_ranges (none)");
+}
+
 TEST_F(ModelTest, OneFlatNetworkPerPhysnet) {
   add_net({{"id", "flat1"}, {"type", "flat"}, {"physnet", "physnet1"}});
   json before = dump(m);

@@ -1,6 +1,7 @@
 #include "control/api/json_fields.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace strait::ctl {
 
@@ -106,6 +107,19 @@ std::string to_lower(std::string_view s) {
 // throwing (input reaches here from API clients and libvirt XML).
 std::string json_quoted(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string canonical_uuid(std::string_view s) {
+  if (s.size() != 36) return "";
+  std::string out(s);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const bool dash_pos = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash_pos != (out[i] == '-')) return "";
+    if (dash_pos) continue;
+    if (!std::isxdigit(static_cast<unsigned char>(out[i]))) return "";
+    out[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(out[i])));
+  }
+  return out;
 }
 
 }  // namespace strait::ctl

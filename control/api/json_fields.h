@@ -35,5 +35,7 @@ bool is_alnum(char c);
 // [A-Za-z0-9][A-Za-z0-9_.:-]{0,63}: network, group and rule ids.
 bool is_valid_id(std::string_view s);
 std::string to_lower(std::string_view s);
+// 8-4-4-4-12 hex digits, any case: the lowercase form, or "" when not a UUID.
+std::string canonical_uuid(std::string_view s);
 
 }  // namespace strait::ctl

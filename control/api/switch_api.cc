@@ -63,6 +63,7 @@ const std::vector<Switch::Method>& Switch::methods() {
       {"security_group.show", &Switch::security_group_show, Kind::kQuery},
       {"security_group_rule.create", &Switch::sg_rule_create, Kind::kDesired},
       {"security_group_rule.delete", &Switch::sg_rule_delete, Kind::kDesired},
+      {"security_group.remote_member", &Switch::sg_remote_member, Kind::kDesired},
       {"port.list", &Switch::port_list, Kind::kQuery},
       {"port.show", &Switch::port_show, Kind::kQuery},
       {"port.capture", &Switch::port_capture, Kind::kLive},
@@ -155,6 +156,7 @@ void Switch::network_create(const json& params, Done done) {
   if (!spec) return done(error_reply(spec.error()));
   NetworkSpec made;  // with the model's defaults (a vxlan network's MTU)
   Status st = apply({.model = [&](Model& m) -> Status {
+                       if (Status s = m.check_vlan_range(*spec); !s) return s;
                        if (Status s = m.add_network(*spec); !s) return s;
                        made = *m.network(spec->id);
                        return ok();

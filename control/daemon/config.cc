@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -214,6 +215,32 @@ bool is_physnet_name(std::string_view k) {
   });
 }
 
+// ["MIN:MAX", ...], neutron's network_vlan_ranges spelling without the physnet.
+Result<std::vector<VlanRange>> read_vlan_ranges(const Reader& r, const toml::node& n,
+                                                const std::string& path) {
+  const toml::array* arr = n.as_array();
+  if (!arr) return r.error(path, "expected an array of \"MIN:MAX\" strings, got " + describe(n));
+  std::vector<VlanRange> out;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    auto s = r.string(*arr->get(i), at);
+    if (!s) return s.error();
+    unsigned lo = 0, hi = 0;
+    const char* end = s->data() + s->size();
+    auto a = std::from_chars(s->data(), end, lo);
+    auto b = a.ec != std::errc::invalid_argument && a.ptr != end && *a.ptr == ':'
+                 ? std::from_chars(a.ptr + 1, end, hi)
+                 : std::from_chars_result{end, std::errc::invalid_argument};
+    if (a.ec == std::errc::invalid_argument || b.ec == std::errc::invalid_argument || b.ptr != end)
+      return r.error(at, "\"" + *s + "\" is not MIN:MAX (e.g. \"100:199\")");
+    if (a.ec != std::errc() || b.ec != std::errc()) lo = hi = 0;  // out of range: refused below
+    if (lo < 1 || hi > 4094 || lo > hi)
+      return r.error(at, "\"" + *s + "\": VLAN ids are 1..4094 and MIN <= MAX");
+    out.push_back({static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)});
+  }
+  return out;
+}
+
 Status read_physnets(const Reader& r, const toml::node& node, Config& c) {
   Error err;
   const toml::table* t = r.table(node, "physnets", &err);
@@ -227,7 +254,12 @@ Status read_physnets(const Reader& r, const toml::node& node, Config& c) {
     }
     const toml::table* pt = r.table(v, path, &err);
     if (!pt) return err;
-    if (auto s = r.known_keys(*pt, path, {"device"}); !s) return s;
+    if (auto s = r.known_keys(*pt, path, {"device", "vlan_ranges"}); !s) return s;
+    if (auto vr = pt->get("vlan_ranges")) {
+      auto ranges = read_vlan_ranges(r, *vr, path + ".vlan_ranges");
+      if (!ranges) return ranges.error();
+      c.vlan_ranges[name] = std::move(*ranges);
+    }
     auto dev_node = pt->get("device");
     if (!dev_node) return r.error(path + ".device", "missing (devargs or PCI address of the NIC)");
     auto dev = r.string(*dev_node, path + ".device");

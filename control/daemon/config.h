@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "control/model/net_addr.h"
+#include "control/model/vlan_allocator.h"
 #include "dataplane/result.h"
 
 namespace strait::ctl {
@@ -59,6 +60,9 @@ struct Config {
   uint32_t rebalance_interval_s = 0;            // automatic rx-queue rebalance; 0: off
   uint32_t rebalance_improvement_pct = 25;      // ... when the busiest worker gains this much
   std::map<std::string, std::string> physnets;  // name -> device devargs
+  // [physnets.NAME] vlan_ranges, as neutron's network_vlan_ranges: the VLAN
+  // ids a new vlan network of NAME may have (no entry: 1..4094).
+  std::map<std::string, std::vector<VlanRange>> vlan_ranges;
   // [libvirt]: the instance lifecycle follows this connection's domain events.
   bool libvirt_enabled = true;
   std::string libvirt_uri = "qemu:///system";

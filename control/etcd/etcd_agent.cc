@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -18,8 +19,9 @@ using namespace std::chrono_literals;
 EtcdKeys::EtcdKeys(const std::string& prefix, const std::string& host)
     : ports(prefix + "/nodes/" + host + "/ports/"),
       groups(prefix + "/global/secgroups/"),
+      members(prefix + "/global/remote_group/"),
       alive(prefix + "/states/" + host + "/alive"),
-      states(prefix + "/states/" + host + "/ports/") {}
+      states(prefix + "/states/" + host + "/") {}
 
 json alive_json(const Config& cfg) {
   json physnets = json::array();
@@ -27,6 +29,12 @@ json alive_json(const Config& cfg) {
   json j = {{"host", cfg.etcd ? cfg.etcd->host : ""}, {"physnets", physnets},
             {"vhost_socket_dir", cfg.vhost_socket_dir}, {"version", STRAIT_VERSION},
             {"pid", getpid()}, {"network_types", json::array({"flat", "vlan"})}};
+  json ranges = json::object();  // physnets that carry only some VLANs
+  for (const auto& [name, rs] : cfg.vlan_ranges) {
+    ranges[name] = json::array();
+    for (const VlanRange& r : rs) ranges[name].push_back({r.min, r.max});
+  }
+  j["vlan_ranges"] = ranges;
   if (cfg.vtep) {
     j["vtep"] = ip_to_string(cfg.vtep->local_ip);
     j["network_types"].push_back("vxlan");
@@ -96,8 +104,9 @@ void EtcdAgent::watcher_main() {
     // Everything, then every change after it.
     auto ports = etcd.range_prefix(keys_.ports);
     auto groups = ports ? etcd.range_prefix(keys_.groups) : Result<EtcdClient::Range>(ports.error());
-    if (!ports || !groups) {
-      set_error("watch", (!ports ? ports.error() : groups.error()).message);
+    auto members = groups ? etcd.range_prefix(keys_.members) : Result<EtcdClient::Range>(groups.error());
+    if (!members) {
+      set_error("watch", members.error().message);
       {
         std::lock_guard lk(mu_);
         watching_ = false;
@@ -107,13 +116,14 @@ void EtcdAgent::watcher_main() {
       continue;
     }
     backoff = 100ms;
-    // The earlier of the two reads: a watch from there misses nothing that
+    // The earliest of the reads: a watch from there misses nothing that
     // happened between them (and what it hands again is applied idempotently).
-    const int64_t rev = std::min(ports->revision, groups->revision);
+    const int64_t rev = std::min({ports->revision, groups->revision, members->revision});
     Inbound all;
     all.resync = true;
     all.ports = std::move(ports->kvs);
     all.groups = std::move(groups->kvs);
+    all.members = std::move(members->kvs);
     all.revision = rev;
     post(std::move(all));
     {
@@ -123,7 +133,7 @@ void EtcdAgent::watcher_main() {
       full_reads_++;
     }
     Status st = etcd.watch(
-        {keys_.ports, keys_.groups}, rev + 1,
+        {keys_.ports, keys_.groups, keys_.members}, rev + 1,
         [&](const std::vector<WatchEvent>& events, int64_t revision) {
           Inbound in;
           in.events = events;
@@ -155,16 +165,30 @@ void EtcdAgent::on_inbound() {
     std::string id = key.substr(prefix.size());
     return id.find('/') == std::string::npos ? id : "";
   };
+  // "GROUP_ID/PORT_ID" under the members' prefix, or "".
+  auto member_of = [&](const std::string& key) -> std::string {
+    const std::string& prefix = keys_.members;
+    if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
+    std::string rest = key.substr(prefix.size());
+    const size_t slash = rest.find('/');
+    if (slash == 0 || slash == std::string::npos || slash + 1 == rest.size() ||
+        rest.find('/', slash + 1) != std::string::npos)
+      return "";
+    return rest;
+  };
   for (Inbound& in : inbox) {
     if (in.resync) {
-      std::map<std::string, EtcdIntake::Doc> ports, groups;
+      std::map<std::string, EtcdIntake::Doc> ports, groups, members;
       for (KeyValue& kv : in.ports)
         if (std::string id = id_of(kv.key, keys_.ports); !id.empty())
           ports[id] = {std::move(kv.value), kv.mod_revision};
       for (KeyValue& kv : in.groups)
         if (std::string id = id_of(kv.key, keys_.groups); !id.empty())
           groups[id] = {std::move(kv.value), kv.mod_revision};
-      intake_.resync(std::move(ports), std::move(groups));
+      for (KeyValue& kv : in.members)
+        if (std::string key = member_of(kv.key); !key.empty())
+          members[key] = {std::move(kv.value), kv.mod_revision};
+      intake_.resync(std::move(ports), std::move(groups), std::move(members));
       std::lock_guard lk(mu_);
       reported_ = true;
       cv_.notify_all();
@@ -183,13 +207,19 @@ void EtcdAgent::on_inbound() {
         } else {
           intake_.delete_group(gid);
         }
+      } else if (std::string key = member_of(e.kv.key); !key.empty()) {
+        if (e.put) {
+          intake_.put_member(key, {std::move(e.kv.value), e.kv.mod_revision});
+        } else {
+          intake_.delete_member(key);
+        }
       }
     }
   }
 }
 
-void EtcdAgent::write_state(const std::string& port_id, const json* state) {
-  const std::string key = keys_.states + port_id;
+void EtcdAgent::write_state(const std::string& rel, const json* state) {
+  const std::string key = keys_.states + rel;
   std::lock_guard lk(mu_);
   if (state) {
     std::string v = state->dump();
@@ -243,7 +273,8 @@ void EtcdAgent::writer_main() {
       std::lock_guard lk(mu_);
       for (const auto& [k, v] : written_) outbox_.try_emplace(k, v);
       for (const KeyValue& kv : have->kvs)
-        if (!written_.count(kv.key)) outbox_.try_emplace(kv.key, std::nullopt);
+        if (kv.key != keys_.alive && !written_.count(kv.key))
+          outbox_.try_emplace(kv.key, std::nullopt);
       fresh = false;
     }
     std::map<std::string, std::optional<std::string>> batch;

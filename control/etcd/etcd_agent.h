@@ -8,8 +8,8 @@
 //    again: a resync, reconciled in place (nothing unchanged is touched).
 //  - the writer holds this host's liveness key (a lease of lease_ttl_s, kept
 //    alive every third of it; revoked when straitd stops) and writes the
-//    port states the intake reports. After etcd comes back it writes them
-//    all again, and deletes state keys of ports this host no longer has.
+//    port and group states the intake reports. After etcd comes back it
+//    writes them all again, and deletes state keys this host no longer has.
 // With etcd unreachable the switch forwards and follows libvirt with what it
 // has, and a restart comes back from its SQLite store; changes catch up on
 // reconnect.
@@ -40,8 +40,9 @@ struct EtcdKeys {
   EtcdKeys(const std::string& prefix, const std::string& host);
   std::string ports;   // PREFIX/nodes/HOST/ports/ (desired, from neutron)
   std::string groups;  // PREFIX/global/secgroups/ (desired, from neutron)
+  std::string members; // PREFIX/global/remote_group/ (desired, from neutron)
   std::string alive;   // PREFIX/states/HOST/alive (ours, with a lease)
-  std::string states;  // PREFIX/states/HOST/ports/ (ours)
+  std::string states;  // PREFIX/states/HOST/: ports/ID, secgroups/ID (ours, as alive)
 };
 
 // The liveness key's value: what this host offers neutron's driver to bind
@@ -64,7 +65,7 @@ class EtcdAgent {
  private:
   struct Inbound {
     bool resync = false;
-    std::vector<KeyValue> ports, groups;  // resync: everything
+    std::vector<KeyValue> ports, groups, members;  // resync: everything
     std::vector<WatchEvent> events;       // else: changes, in order
     int64_t revision = 0;
   };
@@ -72,7 +73,7 @@ class EtcdAgent {
   void writer_main();
   void post(Inbound in);         // watcher -> control thread
   void on_inbound();             // control thread
-  void write_state(const std::string& port_id, const nlohmann::json* state);  // control thread
+  void write_state(const std::string& rel, const nlohmann::json* state);  // control thread; rel: ports/ID...
   void sleep_for(std::chrono::milliseconds d);  // stops early when stopping
   void set_error(const std::string& who, const std::string& error);
 

@@ -119,10 +119,15 @@ json EtcdIntake::call(const std::string& method, json params) {
   return *now;  // null: accepted, its answer to come after the grace period
 }
 
-void EtcdIntake::resync(std::map<std::string, Doc> ports, std::map<std::string, Doc> groups) {
+void EtcdIntake::resync(std::map<std::string, Doc> ports, std::map<std::string, Doc> groups,
+                        std::map<std::string, Doc> members) {
   resyncs_++;
   ports_ = std::move(ports);
   groups_ = std::move(groups);
+  members_ = std::move(members);
+  for (const auto& [key, d] : members_) dirty_members_.insert(key);
+  for (const auto& [gid, g] : sw_.model().security_groups())
+    for (const auto& [port, addrs] : g.remote_members) dirty_members_.insert(gid + "/" + port);
   for (const auto& [id, d] : ports_) dirty_ports_.insert(id);
   for (const auto& [id, p] : sw_.model().ports()) dirty_ports_.insert(id);
   for (const auto& [id, d] : groups_) dirty_groups_.insert(id);
@@ -133,11 +138,19 @@ void EtcdIntake::resync(std::map<std::string, Doc> ports, std::map<std::string, 
       ++it;
       continue;
     }
-    write_(it->first, nullptr);
+    write_port(it->first, nullptr);
     it = states_.erase(it);
   }
-  spdlog::info("etcd: {} port(s) and {} security group(s) desired; reconciling", ports_.size(),
-               groups_.size());
+  for (auto it = group_states_.begin(); it != group_states_.end();) {
+    if (groups_.count(it->first) || sw_.model().security_group(it->first)) {
+      ++it;
+      continue;
+    }
+    write_group(it->first, nullptr);
+    it = group_states_.erase(it);
+  }
+  spdlog::info("etcd: {} port(s), {} security group(s) and {} remote member(s) desired; reconciling",
+               ports_.size(), groups_.size(), members_.size());
   converge();
 }
 
@@ -165,6 +178,18 @@ void EtcdIntake::delete_group(const std::string& id) {
   converge();
 }
 
+void EtcdIntake::put_member(const std::string& key, Doc d) {
+  members_[key] = std::move(d);
+  dirty_members_.insert(key);
+  converge();
+}
+
+void EtcdIntake::delete_member(const std::string& key) {
+  members_.erase(key);
+  dirty_members_.insert(key);
+  converge();
+}
+
 void EtcdIntake::converge() {
   if (converging_) {
     again_ = true;
@@ -173,14 +198,16 @@ void EtcdIntake::converge() {
   converging_ = true;
   do {
     again_ = false;
-    std::set<std::string> groups, ports;
+    std::set<std::string> groups, ports, members;
     groups.swap(dirty_groups_);
     ports.swap(dirty_ports_);
-    // Groups a port may name first, then the ports, then the groups that
-    // go (a group in use cannot).
+    // Groups a port may name first, then the ports and the groups' remote
+    // members, then the groups that go (a group in use cannot).
     for (const std::string& id : groups)
       if (groups_.count(id)) converge_group(id);
     for (const std::string& id : ports) converge_port(id);
+    members.swap(dirty_members_);
+    for (const std::string& key : members) converge_member(key);
     for (const std::string& id : groups)
       if (!groups_.count(id)) converge_group(id);
     // A network goes with its last port.
@@ -188,7 +215,7 @@ void EtcdIntake::converge() {
     for (const auto& [id, n] : sw_.model().networks())
       if (sw_.model().ports_on(id) == 0) empty.push_back(id);
     for (const std::string& id : empty) call("network.delete", {{"id", id}});
-  } while (again_ || !dirty_groups_.empty() || !dirty_ports_.empty());
+  } while (again_ || !dirty_groups_.empty() || !dirty_ports_.empty() || !dirty_members_.empty());
   converging_ = false;
 }
 
@@ -206,12 +233,16 @@ void EtcdIntake::refuse_port(const std::string& id, const Error& e) {
   states_[id] = "error";
   json st = {{"state", "error"}, {"reason", e.message}, {"code", e.code},
              {"revision", ports_.count(id) ? ports_[id].revision : 0}};
-  write_(id, &st);
+  write_port(id, &st);
 }
 
 void EtcdIntake::refuse_group(const std::string& id, const Error& e) {
   if (refused_groups_.insert_or_assign(id, e.message).second)
     spdlog::warn("etcd: security group {}: {}", id, e.message);
+  group_states_[id] = -1;
+  json st = {{"state", "error"}, {"reason", e.message}, {"code", e.code},
+             {"revision", groups_.count(id) ? groups_[id].revision : 0}};
+  write_group(id, &st);
 }
 
 void EtcdIntake::report(const std::string& id, const std::string& state) {
@@ -220,20 +251,35 @@ void EtcdIntake::report(const std::string& id, const std::string& state) {
   states_[id] = state;
   json st = {{"state", state}, {"revision", rev->second},
              {"generation", sw_.publisher().generation()}};
-  write_(id, &st);
+  write_port(id, &st);
+}
+
+void EtcdIntake::report_group(const std::string& id, int64_t revision) {
+  // After the grace period of what was published for it: then every worker
+  // enforces this revision's rules.
+  sw_.after_grace([self = self_, id, revision] {
+    EtcdIntake* me = *self;
+    if (!me) return;
+    auto want = me->groups_.find(id);
+    if (want == me->groups_.end() || want->second.revision != revision) return;  // superseded
+    if (me->refused_groups_.count(id)) return;
+    me->group_states_[id] = revision;
+    json st = {{"state", "applied"}, {"revision", revision},
+               {"generation", me->sw_.publisher().generation()}};
+    me->write_group(id, &st);
+  });
 }
 
 void EtcdIntake::converge_group(const std::string& id) {
   const SecurityGroup* have = sw_.model().security_group(id);
   auto want = groups_.find(id);
   if (want == groups_.end()) {
-    if (!have) {
-      refused_groups_.erase(id);
-      return;
+    if (have) {
+      json r = call("security_group.delete", {{"id", id}});
+      if (!r.is_null() && !r.value("ok", false)) return refuse_group(id, reply_error(r));
     }
-    json r = call("security_group.delete", {{"id", id}});
-    if (!r.is_null() && !r.value("ok", false)) return refuse_group(id, reply_error(r));
     refused_groups_.erase(id);
+    if (group_states_.erase(id)) write_group(id, nullptr);
     return;
   }
   auto g = parse_group_doc(id, want->second.text);
@@ -266,6 +312,12 @@ void EtcdIntake::converge_group(const std::string& id) {
     applied_docs_++;
     retry_refused();
   }
+  if (!have)  // a new group: its members, which waited for it
+    for (auto m = members_.lower_bound(id + "/"); m != members_.end() && m->first.rfind(id + "/", 0) == 0; ++m)
+      dirty_members_.insert(m->first);
+  auto written = group_states_.find(id);
+  if (changed || written == group_states_.end() || written->second != want->second.revision)
+    report_group(id, want->second.revision);
 }
 
 void EtcdIntake::converge_port(const std::string& id) {
@@ -275,7 +327,7 @@ void EtcdIntake::converge_port(const std::string& id) {
     refused_.erase(id);
     applied_.erase(id);
     if (!have) {
-      if (states_.erase(id)) write_(id, nullptr);
+      if (states_.erase(id)) write_port(id, nullptr);
       return;
     }
     json r = call("port.unbind", {{"id", id}});
@@ -360,6 +412,41 @@ void EtcdIntake::converge_port(const std::string& id) {
   if (!have) retry_refused();  // a new member of its groups, a network now bound
 }
 
+void EtcdIntake::converge_member(const std::string& key) {
+  const size_t slash = key.find('/');
+  const std::string gid = key.substr(0, slash), port = key.substr(slash + 1);
+  const SecurityGroup* g = sw_.model().security_group(gid);
+  auto want = members_.find(key);
+  if (!g) {  // waits for its group (or went with it)
+    refused_members_.erase(key);
+    return;
+  }
+  json params = {{"id", gid}, {"port", port}, {"addresses", json::array()}};
+  if (want != members_.end()) {
+    const std::string what = "remote member document " + key;
+    auto doc = parse_doc(what, want->second.text);
+    if (!doc) return refuse_member(key, doc.error());
+    if (const json* a = find_field(*doc, "addresses")) params["addresses"] = *a;
+  }
+  auto m = parse_remote_member(params);
+  if (!m) return refuse_member(key, m.error());
+  auto have = g->remote_members.find(m->port);
+  const std::vector<IpPrefix> none;
+  if ((have == g->remote_members.end() ? none : have->second) == m->addresses) {
+    refused_members_.erase(key);
+    return;
+  }
+  json r = call("security_group.remote_member", params);
+  if (!r.is_null() && !r.value("ok", false)) return refuse_member(key, reply_error(r));
+  refused_members_.erase(key);
+  applied_docs_++;
+}
+
+void EtcdIntake::refuse_member(const std::string& key, const Error& e) {
+  if (refused_members_.insert_or_assign(key, e.message).second)
+    spdlog::warn("etcd: remote member {}: {}", key, e.message);
+}
+
 void EtcdIntake::on_event(const json& ev) {
   const std::string kind = ev.value("event", ""), id = ev.value("port", "");
   if (kind == "port-up") {
@@ -367,7 +454,7 @@ void EtcdIntake::on_event(const json& ev) {
   } else if (kind == "port-down") {
     report(id, "down");
   } else if (kind == "port-unbound") {
-    if (!ports_.count(id) && states_.erase(id)) write_(id, nullptr);
+    if (!ports_.count(id) && states_.erase(id)) write_port(id, nullptr);
   }
 }
 
@@ -376,7 +463,10 @@ json EtcdIntake::status() const {
   for (const auto& [id, why] : refused_) refused[id] = why;
   json refused_groups = json::object();
   for (const auto& [id, why] : refused_groups_) refused_groups[id] = why;
+  json refused_members = json::object();
+  for (const auto& [key, why] : refused_members_) refused_members[key] = why;
   return {{"ports_desired", ports_.size()}, {"groups_desired", groups_.size()},
+          {"remote_members_desired", members_.size()}, {"refused_remote_members", refused_members},
           {"ports_applied", applied_.size()}, {"refused_ports", refused},
           {"refused_groups", refused_groups}, {"resyncs", resyncs_},
           {"documents_applied", applied_docs_}};

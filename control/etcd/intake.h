@@ -7,9 +7,14 @@
 //   PREFIX/nodes/HOST/ports/PORT_ID     a port bound to this host, with its
 //                                       network segment and vhost socket
 //   PREFIX/global/secgroups/GROUP_ID    a security group and its rules
+//   PREFIX/global/remote_group/GROUP_ID/PORT_ID
+//                                       the addresses a port on any host
+//                                       gives the group as a remote group
 //
-// and what it reads back: PREFIX/states/HOST/ports/PORT_ID, written by the
-// agent (etcd_agent.h) from what this intake reports.
+// and what it reads back, written by the agent (etcd_agent.h) from what this
+// intake reports: PREFIX/states/HOST/ports/PORT_ID (a port's state) and
+// PREFIX/states/HOST/secgroups/GROUP_ID (the group's document revision in
+// force in every worker, or why it was refused).
 //
 // etcd is the one source of desired state on a host it drives: a resync makes
 // the switch hold exactly the documents (ports, groups, and the networks the
@@ -49,8 +54,9 @@ Result<nlohmann::json> parse_group_doc(const std::string& id, const std::string&
 
 class EtcdIntake {
  public:
-  // A port's state for etcd, or null when its state key should go.
-  using StateWriter = std::function<void(const std::string& port_id, const nlohmann::json* state)>;
+  // A state for etcd under the host's states, `key` being "ports/ID" or
+  // "secgroups/ID"; null when the key should go.
+  using StateWriter = std::function<void(const std::string& key, const nlohmann::json* state)>;
   EtcdIntake(Switch& sw, StateWriter write);
   ~EtcdIntake();
   EtcdIntake(const EtcdIntake&) = delete;
@@ -62,11 +68,15 @@ class EtcdIntake {
   };
   // Everything etcd holds for this host (after a (re)connect, or a
   // compacted watch): documents not in it go.
-  void resync(std::map<std::string, Doc> ports, std::map<std::string, Doc> groups);
+  void resync(std::map<std::string, Doc> ports, std::map<std::string, Doc> groups,
+              std::map<std::string, Doc> members = {});
   void put_port(const std::string& id, Doc d);
   void delete_port(const std::string& id);
   void put_group(const std::string& id, Doc d);
   void delete_group(const std::string& id);
+  // `key`: "GROUP_ID/PORT_ID".
+  void put_member(const std::string& key, Doc d);
+  void delete_member(const std::string& key);
   // The switch's events (port-up, port-down, port-unbound).
   void on_event(const nlohmann::json& ev);
 
@@ -78,11 +88,19 @@ class EtcdIntake {
   void converge();
   void converge_group(const std::string& id);
   void converge_port(const std::string& id);
+  void converge_member(const std::string& key);
   // After a port's request: its state with `state` ("bound", "up", "down")
   // or its refusal.
   void report(const std::string& port_id, const std::string& state);
   void refuse_port(const std::string& id, const Error& e);
   void refuse_group(const std::string& id, const Error& e);
+  void refuse_member(const std::string& key, const Error& e);
+  // Group `id`'s document revision, once every worker enforces it.
+  void report_group(const std::string& id, int64_t revision);
+  void write_port(const std::string& id, const nlohmann::json* state) { write_("ports/" + id, state); }
+  void write_group(const std::string& id, const nlohmann::json* state) {
+    write_("secgroups/" + id, state);
+  }
   void retry_refused();
   // A port request's answer, after the grace period.
   void answered(const std::string& id, int64_t revision, nlohmann::json reply);
@@ -91,11 +109,14 @@ class EtcdIntake {
   Switch& sw_;
   StateWriter write_;
   std::map<std::string, Doc> ports_, groups_;  // desired, by id
-  std::set<std::string> dirty_ports_, dirty_groups_;
+  std::map<std::string, Doc> members_;         // desired, by "GROUP_ID/PORT_ID"
+  std::set<std::string> dirty_ports_, dirty_groups_, dirty_members_;
+  std::map<std::string, std::string> refused_members_;  // "GROUP_ID/PORT_ID" -> reason
   std::map<std::string, std::string> refused_;         // port id -> reason
   std::map<std::string, std::string> refused_groups_;  // group id -> reason
   std::map<std::string, int64_t> applied_;             // port id -> revision in force
   std::map<std::string, std::string> states_;          // port id -> last state written
+  std::map<std::string, int64_t> group_states_;        // group id -> revision written (-1: error)
   bool converging_ = false, again_ = false;
   uint64_t resyncs_ = 0, applied_docs_ = 0;
   // Answers come after a grace period: they reach this intake only while it lives.

@@ -203,6 +203,20 @@ std::string new_uuid() {
 
 Model::Model(std::map<std::string, std::string> physnets) : physnets_(std::move(physnets)) {}
 
+Status Model::check_vlan_range(const NetworkSpec& n) const {
+  if (n.type != NetType::kVlan) return ok();
+  auto r = vlan_ranges_.find(n.physnet);
+  if (r == vlan_ranges_.end()) return ok();
+  std::string carried;
+  for (const VlanRange& v : r->second) {
+    if (n.seg_id >= v.min && n.seg_id <= v.max) return ok();
+    carried += (carried.empty() ? "" : ", ") + std::to_string(v.min) + ":" + std::to_string(v.max);
+  }
+  return field_error("segmentation_id", "VLAN " + std::to_string(n.seg_id) + " is outside physnet " +
+                                            n.physnet + "'s vlan_ranges (" +
+                                            (carried.empty() ? "none" : carried) + ")");
+}
+
 Status Model::add_network(const NetworkSpec& spec) {
   if (networks_.count(spec.id)) return exists("network " + spec.id + " already exists");
   NetworkSpec n = spec;
@@ -312,13 +326,15 @@ Status Model::check_fixed_ips_free(const PortSpec& p) const {
 Status Model::check_group_addresses(const PortSpec& p) const {
   for (size_t i = 0; i < p.security_groups.size(); ++i) {
     auto have = holders_.group_addresses.find(p.security_groups[i]);
-    const size_t n = have == holders_.group_addresses.end() ? 0 : have->second;
+    size_t n = have == holders_.group_addresses.end() ? 0 : have->second;
+    if (const SecurityGroup* g = security_group(p.security_groups[i]))
+      for (const auto& [port, addrs] : g->remote_members) n += addrs.size();
     if (n + member_addresses(p) > kMaxGroupAddresses)
       return exhausted("security_groups[" + std::to_string(i) + "]: security group " +
                        p.security_groups[i] + " would have more than " +
                        std::to_string(kMaxGroupAddresses) +
-                       " member addresses (fixed IPs and allowed address pairs of its ports; it "
-                       "has " + std::to_string(n) + ", the port " +
+                       " member addresses (fixed IPs and allowed address pairs of its ports, and "
+                       "its remote members'; it has " + std::to_string(n) + ", the port " +
                        std::to_string(member_addresses(p)) + ")");
   }
   return ok();

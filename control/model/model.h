@@ -160,6 +160,11 @@ class Model {
   void set_vxlan(const VxlanSettings& v) { vxlan_ = v; }
   const VxlanSettings& vxlan() const { return vxlan_; }
 
+  // Per physnet, the VLAN ids its NIC carries (config); none listed: 1..4094.
+  void set_vlan_ranges(std::map<std::string, std::vector<VlanRange>> r) { vlan_ranges_ = std::move(r); }
+  // invalid_argument when a new vlan network's VLAN is outside its physnet's
+  // ranges. Not part of add_network: a saved network is restored as it was.
+  Status check_vlan_range(const NetworkSpec& n) const;
   Status add_network(const NetworkSpec& n);
   Status remove_network(const std::string& id);  // conflict while ports are bound
   // Checks that add_port would succeed; changes nothing.
@@ -186,6 +191,9 @@ class Model {
   Status add_security_group(const SecurityGroup& g);
   Status remove_security_group(const std::string& id);
   Status add_sg_rule(const std::string& group_id, const SecurityGroupRule& r);
+  // A member of the group on another host, or (no addresses) no longer one.
+  // not_found without the group; resource_exhausted past kMaxGroupAddresses.
+  Status set_remote_member(const RemoteMember& m);
   Status remove_sg_rule(const std::string& rule_id);
   // Start-up: the saved groups, all or none. Rules may name as remote groups
   // any group of the set (cycles included), so the set is checked as a whole.
@@ -226,8 +234,9 @@ class Model {
   const SecurityGroup* security_group(const std::string& id) const;
   // The group a rule id belongs to, "" when none.
   std::string group_of_rule(const std::string& rule_id) const;
-  // Remote-group members: every group with a bound member port -> the
-  // member ports' fixed IPs (host prefixes) and allowed pairs' prefixes.
+  // Remote-group members: every group with a member -> the fixed IPs (host
+  // prefixes) and allowed pairs' prefixes of its bound ports, and the
+  // addresses of its remote members.
   GroupMembers group_members() const;
   // Ports (ids) that are members of a group.
   std::vector<std::string> ports_in_group(const std::string& group_id) const;
@@ -247,6 +256,7 @@ class Model {
   void unindex(const PortSpec& p);
 
   std::map<std::string, std::string> physnets_;
+  std::map<std::string, std::vector<VlanRange>> vlan_ranges_;
   VxlanSettings vxlan_;
   std::map<std::string, NetworkSpec> networks_;
   std::map<std::string, TunnelSpec> tunnels_;  // vxlan networks with tunnel state

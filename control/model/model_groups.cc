@@ -111,7 +111,7 @@ Status Model::restore_security_groups(const std::vector<SecurityGroup>& groups) 
     return Error{e.code, "security group " + id + ": " + e.message};
   };
   for (const SecurityGroup& g : groups) {
-    if (auto s = add_security_group(SecurityGroup{g.id, g.name, {}}); !s)
+    if (auto s = add_security_group(SecurityGroup{g.id, g.name, {}, g.remote_members}); !s)
       return fail(g.id, s.error());
   }
   for (const SecurityGroup& g : groups) {
@@ -139,8 +139,33 @@ std::string Model::group_of_rule(const std::string& rule_id) const {
   return "";
 }
 
+Status Model::set_remote_member(const RemoteMember& m) {
+  auto g = groups_.find(m.group);
+  if (g == groups_.end()) return not_found("security group " + m.group + " not found");
+  auto& members = g->second.remote_members;
+  if (m.addresses.empty()) {
+    members.erase(m.port);
+    return ok();
+  }
+  size_t n = m.addresses.size();
+  for (const auto& [port, addrs] : members)
+    if (port != m.port) n += addrs.size();
+  for (const auto& [id, p] : ports_)
+    if (std::find(p.security_groups.begin(), p.security_groups.end(), m.group) != p.security_groups.end())
+      n += p.fixed_ips.size() + p.allowed_address_pairs.size();
+  if (n > kMaxGroupAddresses)
+    return exhausted("security group " + m.group + " would have more than " +
+                     std::to_string(kMaxGroupAddresses) + " member addresses (" + std::to_string(n) +
+                     " with this member's, its ports' here and its other remote members')");
+  members[m.port] = m.addresses;
+  return ok();
+}
+
 GroupMembers Model::group_members() const {
   GroupMembers members;
+  for (const auto& [gid, g] : groups_)
+    for (const auto& [port, addrs] : g.remote_members)
+      members[gid].insert(members[gid].end(), addrs.begin(), addrs.end());
   for (const auto& [id, p] : ports_) {
     for (const std::string& g : p.security_groups) {
       std::vector<IpPrefix>& v = members[g];

@@ -12,27 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// 8-4-4-4-12 hex digits, any case; the lowercase form, or "" when not a UUID.
-std::string canonical_uuid(std::string_view s) {
-  if (s.size() != 36) return "";
-  std::string out(s);
-  for (size_t i = 0; i < out.size(); ++i) {
-    bool dash_pos = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash_pos != (out[i] == '-')) return "";
-    if (dash_pos) continue;
-    if (hex_value(out[i]) < 0) return "";
-    if (out[i] >= 'A' && out[i] <= 'F') out[i] = static_cast<char>(out[i] - 'A' + 'a');
-  }
-  return out;
-}
-
 // ---- parse_port parts ----------------------------------------------------
 
 // A port's own address: unicast, not zero.

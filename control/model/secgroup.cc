@@ -288,9 +288,56 @@ Result<std::pair<std::string, SecurityGroupRule>> parse_sg_rule_create(const jso
   return std::pair{std::move(*group), std::move(*r)};
 }
 
+namespace {
+
+// A remote member's addresses: a list of IPs or CIDRs, at most
+// kMaxMemberAddresses; returned sorted and without repeats.
+Result<std::vector<IpPrefix>> parse_member_addresses(const json& v, const std::string& field) {
+  if (!v.is_array()) return field_error(field, "expected a list of addresses, " + got(v));
+  if (v.size() > kMaxMemberAddresses)
+    return exhausted(field + ": " + std::to_string(v.size()) + " addresses, more than the " +
+                     std::to_string(kMaxMemberAddresses) + " one member may give a group");
+  std::vector<IpPrefix> out;
+  for (size_t i = 0; i < v.size(); i++) {
+    const std::string f = field + "[" + std::to_string(i) + "]";
+    auto s = get_string(v[i], f);
+    if (!s) return s.error();
+    auto p = parse_prefix(*s);
+    if (!p) return field_error(f, p.error().message);
+    out.push_back(*p);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+Result<RemoteMember> parse_remote_member(const json& params) {
+  if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
+  if (auto s = check_known_keys(params, {"id", "port", "addresses"}, ""); !s) return s.error();
+  RemoteMember m;
+  auto id = get_id(params, "id", "id");
+  if (!id) return id.error();
+  m.group = std::move(*id);
+  const json* port = find_field(params, "port");
+  if (!port) return field_error("port", "missing (the member port's UUID)");
+  auto p = get_string(*port, "port");
+  if (!p) return p.error();
+  m.port = canonical_uuid(*p);
+  if (m.port.empty()) return field_error("port", json_quoted(*p) + " is not a UUID (8-4-4-4-12 hex digits)");
+  if (const json* a = find_field(params, "addresses")) {
+    auto addrs = parse_member_addresses(*a, "addresses");
+    if (!addrs) return addrs.error();
+    m.addresses = std::move(*addrs);
+  }
+  return m;
+}
+
 Result<SecurityGroup> parse_security_group(const json& params) {
   if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
-  if (auto s = check_known_keys(params, {"id", "name", "rules"}, ""); !s) return s.error();
+  if (auto s = check_known_keys(params, {"id", "name", "rules", "remote_members"}, ""); !s)
+    return s.error();
   SecurityGroup g;
   auto id = get_id(params, "id", "id");
   if (!id) return id.error();
@@ -298,6 +345,18 @@ Result<SecurityGroup> parse_security_group(const json& params) {
   auto name = parse_group_name(params);
   if (!name) return name.error();
   g.name = std::move(*name);
+  if (const json* members = find_field(params, "remote_members")) {
+    if (!members->is_object())
+      return field_error("remote_members", "expected an object of port -> addresses, " + got(*members));
+    for (const auto& [port, addrs] : members->items()) {
+      const std::string uuid = canonical_uuid(port);
+      if (uuid.empty())
+        return field_error("remote_members", json_quoted(port) + " is not a port UUID");
+      auto a = parse_member_addresses(addrs, "remote_members." + port);
+      if (!a) return a.error();
+      if (!a->empty()) g.remote_members[uuid] = std::move(*a);
+    }
+  }
   const json* rules = find_field(params, "rules");
   if (!rules) return g;
   if (!rules->is_array()) return field_error("rules", "expected a list of rules, " + got(*rules));
@@ -354,7 +413,17 @@ json to_json(const SecurityGroupRule& r, const std::string& group_id) {
 json to_json(const SecurityGroup& g) {
   json rules = json::array();
   for (const SecurityGroupRule& r : g.rules) rules.push_back(to_json(r, g.id));
-  return {{"id", g.id}, {"name", g.name}, {"rules", std::move(rules)}};
+  json j = {{"id", g.id}, {"name", g.name}, {"rules", std::move(rules)}};
+  if (!g.remote_members.empty()) {
+    json members = json::object();
+    for (const auto& [port, addrs] : g.remote_members) {
+      json a = json::array();
+      for (const IpPrefix& p : addrs) a.push_back(prefix_to_string(p));
+      members[port] = std::move(a);
+    }
+    j["remote_members"] = std::move(members);
+  }
+  return j;
 }
 
 // ---- compilation ------------------------------------------------------------------

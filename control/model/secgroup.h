@@ -57,11 +57,27 @@ inline constexpr size_t kMaxRulesPerGroup = 1000;
 // it; it bounds one remote group's address set in every classifier naming it.
 inline constexpr size_t kMaxGroupAddresses = 16384;
 
+// Addresses one remote member (a port on another host) gives a group.
+inline constexpr size_t kMaxMemberAddresses = 64;
+
 struct SecurityGroup {
   std::string id;
   std::string name;  // display only: <= 255 bytes, no control characters; may be ""
   std::vector<SecurityGroupRule> rules;
+  // Members bound on other hosts (neutron's remote_group documents in etcd):
+  // port id -> the addresses it gives this group as a remote group (its
+  // fixed IPs and allowed address pairs). Ports bound here are members
+  // through their own bindings; a port in both counts once per address.
+  std::map<std::string, std::vector<IpPrefix>> remote_members;
 };
+
+// security_group.remote_member: {"id" (the group), "port" (UUID),
+// "addresses": [IP or CIDR, ...]}; no addresses: the port is no member.
+struct RemoteMember {
+  std::string group, port;
+  std::vector<IpPrefix> addresses;  // sorted, unique
+};
+Result<RemoteMember> parse_remote_member(const nlohmann::json& params);
 
 // Field-level parsing and validation, with neutron's rules. Errors name the
 // field ("rules[2].port_range_min: ..."). `field_prefix` is prepended to
@@ -73,7 +89,8 @@ Result<SecurityGroupRule> parse_sg_rule(const nlohmann::json& params,
 // and the caller gives it one (new_uuid(), control/model/model.h).
 Result<std::pair<std::string, SecurityGroupRule>> parse_sg_rule_create(
     const nlohmann::json& params);
-// {"id", "name"?, "rules"?: [...]}. A rule's "id" may be absent here too
+// {"id", "name"?, "rules"?: [...], "remote_members"?: {PORT: [IP or CIDR]}}.
+// A rule's "id" may be absent here too
 // (the caller fills it in; the Model refuses a rule without one); a rule's
 // "security_group_id", when present, must be the group's id.
 Result<SecurityGroup> parse_security_group(const nlohmann::json& params);
@@ -81,7 +98,8 @@ Result<SecurityGroup> parse_security_group(const nlohmann::json& params);
 nlohmann::json to_json(const SecurityGroupRule& r);
 // The same plus "security_group_id" (the API's rule objects).
 nlohmann::json to_json(const SecurityGroupRule& r, const std::string& group_id);
-// {"id", "name", "rules": [rule with security_group_id...]}; callers may add keys.
+// {"id", "name", "rules": [rule with security_group_id...], "remote_members"
+// (only when there are any)}; callers may add keys.
 nlohmann::json to_json(const SecurityGroup& g);
 // "tcp", "ipv6-icmp", or the number for protocols without a name here.
 std::string protocol_name(uint8_t proto);

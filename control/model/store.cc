@@ -152,7 +152,7 @@ Status make_owner_only(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
+Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir, Durability d) {
   const std::string path = state_dir + "/strait.db";
   if (Status there = create_unless_there(path); !there) return there.error();
   sqlite3* db = nullptr;
@@ -174,10 +174,13 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& state_dir) {
   // Owner-only before WAL mode makes -wal and -shm: SQLite gives them the
   // database's mode. Those of an older straitd (0644) are tightened too.
   if (Status own = make_owner_only(path); !own) return own.error();
-  // WAL + synchronous=FULL: a committed change is on disk before we answer.
+  // WAL + synchronous=FULL: a committed change is on disk before we answer
+  // (NORMAL where etcd replays what a power loss takes: store.h).
   char* err = nullptr;
-  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;", nullptr, nullptr,
-                   &err) != SQLITE_OK) {
+  const char* pragmas = d == Durability::kEveryCommit
+                            ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                            : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;";
+  if (sqlite3_exec(db, pragmas, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "?";
     sqlite3_free(err);
     return Error{"internal", "state database " + path + ": " + msg};

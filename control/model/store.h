@@ -47,7 +47,17 @@ class Store {
   // meta.schema_version) and a database of a newer schema than this build
   // knows. Takes no lock: the caller holds the state directory
   // (control/daemon/state_dir.h).
-  static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
+  //
+  // Durability: every commit is on disk before it returns (synchronous=FULL:
+  // an acknowledged change survives a power loss), or, where etcd holds the
+  // desired state and the store only speeds up a start without it,
+  // committed to the WAL without an fsync (synchronous=NORMAL: it survives
+  // straitd's crash; a power loss may take the last changes, which the next
+  // resync with etcd brings back). The fsync cost a port 2-10 ms on a busy
+  // host, its largest share of the way from etcd to the datapath.
+  enum class Durability { kEveryCommit, kEtcdReplays };
+  static Result<std::unique_ptr<Store>> open(const std::string& state_dir,
+                                             Durability d = Durability::kEveryCommit);
   ~Store();
 
   Status put_network(const NetworkSpec& n);

@@ -7,6 +7,12 @@
 
 namespace strait::ctl {
 
+// VLAN ids MIN..MAX, inclusive: a physnet's vlan_ranges ([physnets.NAME]).
+struct VlanRange {
+  uint16_t min, max;
+  bool operator==(const VlanRange&) const = default;
+};
+
 class VlanAllocator {
  public:
   static constexpr uint16_t kMin = 1, kMax = 4094;

@@ -37,6 +37,7 @@ Switch::Switch(const Config& cfg)
                                              : std::nullopt,
              cfg.vtep ? cfg.vtep->next_hop_mac : std::nullopt),
       offload_(cfg.offload_rte_flow) {
+  model_.set_vlan_ranges(cfg.vlan_ranges);
   if (cfg.vtep) model_.set_vxlan({true, cfg.vtep->local_ip, cfg.vtep->underlay_mtu});
 }
 
@@ -84,7 +85,9 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   vhost::set_control_thread();
   vhost::Backend::instance().notify_fd();
   sw->start_tsc_ = rte_rdtsc();
-  auto store = Store::open(cfg.state_dir);
+  // Where etcd drives, what a power loss takes from the store comes back from it.
+  auto store = Store::open(cfg.state_dir, cfg.etcd ? Store::Durability::kEtcdReplays
+                                                   : Store::Durability::kEveryCommit);
   if (!store) return store.error();
   sw->store_ = std::move(*store);
   auto saved = sw->store_->load();

@@ -86,6 +86,9 @@ class Switch {
 
   const Model& model() const { return model_; }
   const Publisher& publisher() const { return publisher_; }
+  // Runs `fn` on the control thread once every worker has moved past
+  // everything published so far.
+  void after_grace(std::function<void()> fn) { publisher_.after_grace(std::move(fn)); }
   const std::vector<std::unique_ptr<dp::Worker>>& workers() const { return workers_; }
   nlohmann::json show() const;
   nlohmann::json stats() const;
@@ -163,6 +166,7 @@ class Switch {
   void security_group_delete(const nlohmann::json& params, Done done);
   void sg_rule_create(const nlohmann::json& params, Done done);
   void sg_rule_delete(const nlohmann::json& params, Done done);
+  void sg_remote_member(const nlohmann::json& params, Done done);
   void port_update(const nlohmann::json& params, Done done);
   void security_group_list(const nlohmann::json& params, Done done);
   void security_group_show(const nlohmann::json& params, Done done);

@@ -77,6 +77,17 @@ void Switch::sg_rule_delete(const json& params, Done done) {
   publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
 
+void Switch::sg_remote_member(const json& params, Done done) {
+  auto m = parse_remote_member(params);
+  if (!m) return done(error_reply(m.error()));
+  Status st = apply({.model = [&](Model& md) { return md.set_remote_member(*m); },
+                     .save = [&](const Model& md) {
+                       return store_->put_security_group(*md.security_group(m->group));
+                     }});
+  if (!st) return done(error_reply(st.error()));
+  publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
+}
+
 void Switch::port_update(const json& params, Done done) {
   auto u = parse_port_update(params);
   if (!u) return done(error_reply(u.error()));

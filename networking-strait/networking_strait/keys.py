@@ -4,6 +4,10 @@ the same layout (control/etcd/intake.h):
 
   PREFIX/nodes/HOST/ports/PORT_ID    desired: a port bound to HOST (ours)
   PREFIX/global/secgroups/GROUP_ID   desired: a security group (ours)
+  PREFIX/global/remote_group/GROUP_ID/PORT_ID
+                                     desired: the addresses port PORT_ID, on
+                                     whichever host, gives group GROUP_ID as
+                                     a remote group (ours)
   PREFIX/states/HOST/alive           straitd's liveness, lease-backed (its)
   PREFIX/states/HOST/ports/PORT_ID   straitd's state of a port (its)
 """
@@ -15,6 +19,10 @@ def port(prefix, host, port_id):
 
 def group(prefix, group_id):
     return '%s/global/secgroups/%s' % (prefix, group_id)
+
+
+def member(prefix, group_id, port_id):
+    return '%s/global/remote_group/%s/%s' % (prefix, group_id, port_id)
 
 
 def alive(prefix, host):

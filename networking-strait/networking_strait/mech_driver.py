@@ -39,6 +39,13 @@ RULE_FIELDS = ('id', 'direction', 'ethertype', 'protocol', 'port_range_min',
                'port_range_max', 'remote_ip_prefix', 'remote_group_id')
 
 
+def carries(alive, physnet, vlan):
+    """Whether the host's physnet carries the VLAN ([physnets.NAME]
+    vlan_ranges of its straitd; none given: every VLAN)."""
+    ranges = alive.get('vlan_ranges', {}).get(physnet)
+    return ranges is None or any(lo <= vlan <= hi for lo, hi in ranges)
+
+
 def socket_path(alive, port_id):
     d = alive.get('vhost_socket_dir') or '/run/strait/vhost'
     return '%s/vhu%s' % (d.rstrip('/'), port_id[:11])
@@ -103,6 +110,14 @@ class StraitMechanismDriver(api.MechanismDriver):
                             context.host, seg[api.PHYSICAL_NETWORK],
                             alive.get('physnets', []))
                 continue
+            if ntype == 'vlan' and not carries(alive, seg[api.PHYSICAL_NETWORK],
+                                               seg[api.SEGMENTATION_ID]):
+                LOG.warning('networking-strait: port %s, host %s: physnet %s '
+                            'there carries VLANs %s, not %s', port['id'],
+                            context.host, seg[api.PHYSICAL_NETWORK],
+                            alive['vlan_ranges'][seg[api.PHYSICAL_NETWORK]],
+                            seg[api.SEGMENTATION_ID])
+                continue
             context.set_binding(
                 seg[api.ID], portbindings.VIF_TYPE_VHOST_USER,
                 {portbindings.CAP_PORT_FILTER: True,
@@ -158,25 +173,70 @@ class StraitMechanismDriver(api.MechanismDriver):
             journal.delete(session, keys.port(self.prefix, context.host, port['id']))
         if now:
             doc = self._port_doc(context)
-            # A status change runs this again: the same document is not sent again.
             if not (was and context.original_host == context.host and
                     self._port_doc(context, original=True) == doc):
                 journal.put(session, keys.port(self.prefix, context.host, port['id']), doc)
-            # ACTIVE once straitd says the port is up (journal.JournalWorker).
-            if port['status'] != n_const.PORT_STATUS_ACTIVE and \
-                    port.get('device_owner', '').startswith('compute:'):
-                provisioning_blocks.add_provisioning_component(
-                    context._plugin_context, port['id'], resources.PORT,
-                    provisioning_blocks.L2_AGENT_ENTITY)
+            self._block_until_up(context)
+
+    def _block_until_up(self, context):
+        """ACTIVE once straitd says the port is up (journal.JournalWorker),
+        again after each DOWN."""
+        port = context.current
+        if port['status'] != n_const.PORT_STATUS_ACTIVE and \
+                port.get('device_owner', '').startswith('compute:'):
+            provisioning_blocks.add_provisioning_component(
+                context._plugin_context, port['id'], resources.PORT,
+                provisioning_blocks.L2_AGENT_ENTITY)
+
+    @staticmethod
+    def _status_only(context):
+        """Whether the update changes the port's status and nothing else (the
+        journal worker's, from straitd's states)."""
+        if context.original is None or context.host != context.original_host:
+            return False
+        same = ('status', 'updated_at', 'revision_number')
+        return ({k: v for k, v in context.current.items() if k not in same} ==
+                {k: v for k, v in context.original.items() if k not in same})
+
+    @staticmethod
+    def _memberships(port):
+        """Group id -> the addresses `port` gives it as a remote group: its
+        fixed IPs and allowed address pairs, wherever it is bound (or not)."""
+        if not port or not port.get('port_security_enabled', True):
+            return {}
+        addrs = sorted({ip['ip_address'] for ip in port.get('fixed_ips', [])} |
+                       {p['ip_address'] for p in port.get('allowed_address_pairs', [])})
+        return {g: addrs for g in port.get('security_groups', [])} if addrs else {}
+
+    def _publish_memberships(self, context, deleting=False):
+        session = context._plugin_context.session
+        port_id = context.current['id']
+        was = self._memberships(context.current if deleting else context.original)
+        now = {} if deleting else self._memberships(context.current)
+        for g in was.keys() - now.keys():
+            journal.delete(session, keys.member(self.prefix, g, port_id))
+        for g, addrs in now.items():
+            if was.get(g) != addrs:
+                journal.put(session, keys.member(self.prefix, g, port_id),
+                            {'port': port_id, 'addresses': addrs})
 
     def create_port_precommit(self, context):
         self._publish_port(context)
+        self._publish_memberships(context)
 
     def update_port_precommit(self, context):
+        # A status change publishes nothing (and building the document would
+        # load the network: a tenth of a second on the way to ACTIVE).
+        if self._status_only(context):
+            if self._ours(context.binding_levels, context.vif_type):
+                self._block_until_up(context)
+            return
         self._publish_port(context)
+        self._publish_memberships(context)
 
     def delete_port_precommit(self, context):
         self._publish_port(context, deleting=True)
+        self._publish_memberships(context, deleting=True)
 
     # ---- security groups ----------------------------------------------------
 

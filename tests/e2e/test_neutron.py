@@ -253,6 +253,49 @@ def test_straitd_killed_comes_back_converged_and_its_guests_forward_again(pair):
     assert neutron_port(c, a["id"])["status"] == "ACTIVE"
 
 
+def test_a_remote_group_admits_its_members_on_other_hosts(pair):
+    """A rule whose remote group is `db` admits the addresses of db's ports
+    wherever they are bound: here one on compute-2 (whose straitd is a
+    stand-in alive key), as neutron creates, readdresses and deletes it."""
+    c, net, web, a, b, vms = pair
+    db, _ = group(c, "db")
+    c.etcd.put(f"{PREFIX}/states/compute-2/alive", json.dumps({
+        "host": "compute-2", "physnets": ["physnet1"], "network_types": ["flat", "vlan"],
+        "vhost_socket_dir": "/run/strait/vhost"}))
+    far = port(c, net, [db], host="compute-2")
+    assert far["binding:vif_type"] == "vhostuser", far
+    ip = far["fixed_ips"][0]["ip_address"]
+    r = c.neutron.post("/v2.0/security-group-rules", {"security_group_rule": {
+        "security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv4",
+        "protocol": "tcp", "port_range_min": 5432, "port_range_max": 5432,
+        "remote_group_id": db["id"]}})["security_group_rule"]
+
+    def members():
+        return c.sw.call("security_group.show", {"id": db["id"]}).get("remote_members", {})
+
+    def verdict(src):  # a SYN from the physnet to b, through the real pipeline
+        return c.sw.call("trace", {"port": "physnet:physnet1", "frame": {
+            "src": "fa:16:3e:99:99:99", "dst": b["mac_address"], "vlan": 101, "ip_src": src,
+            "ip_dst": b["fixed_ips"][0]["ip_address"], "proto": "tcp", "sport": 40000,
+            "dport": 5432}})["verdict"]
+
+    wait_for(lambda: r["id"] in rule_ids(c, web["id"]) and members().get(far["id"]) == [ip + "/32"],
+             timeout=20, what=f"db's member on compute-2 in straitd ({members()})")
+    assert far["id"] not in [x["id"] for x in c.sw.call("port.list")["ports"]]  # not bound here
+    assert verdict(ip) == "output"
+    assert verdict("10.101.0.77") == "drop"
+    # Readdressed through neutron: the new address is admitted, the old one no more.
+    new_ip = "10.101.0.200"
+    c.neutron.put(f"/v2.0/ports/{far['id']}", {"port": {"fixed_ips": [
+        {"subnet_id": far["fixed_ips"][0]["subnet_id"], "ip_address": new_ip}]}})
+    wait_for(lambda: members().get(far["id"]) == [new_ip + "/32"], timeout=20,
+             what=f"the new address in straitd ({members()})")
+    assert verdict(new_ip) == "output" and verdict(ip) == "drop"
+    c.neutron.delete(f"/v2.0/ports/{far['id']}")
+    wait_for(lambda: far["id"] not in members(), timeout=20, what="the deleted member gone")
+    assert verdict(new_ip) == "drop"
+
+
 def test_port_security_and_address_pairs_set_through_neutron_take_effect(pair):
     c, net, web, a, b, (vm_a, vm_b) = pair
     spoofed = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
@@ -293,6 +336,20 @@ def test_a_port_deleted_or_moved_through_neutron_leaves_straitd(cloud):
     assert state(c, q["id"]) is None
     wait_for(lambda: net["id"] not in [n["id"] for n in c.sw.call("network.list")["networks"]],
              timeout=10, what="the network leaves with its last port")
+
+
+def test_a_stopped_guest_makes_its_port_down_and_a_booted_one_active_again(cloud):
+    c = cloud
+    net, _ = network(c, 103)
+    g, _ = group(c, "reboot")
+    p = port(c, net, [g])
+    vm = boot(c, p, "vm-r1")
+    wait_status(c, p["id"], "ACTIVE")
+    vm.close()  # QEMU gone: the guest's device goes
+    wait_status(c, p["id"], "DOWN")
+    assert state(c, p["id"])["state"] == "down"
+    boot(c, p, "vm-r2")
+    wait_status(c, p["id"], "ACTIVE")
 
 
 def test_local_changes_are_refused_on_a_host_neutron_drives(cloud):
