@@ -25,7 +25,7 @@ export STRAIT_E2E_EAL ?= --base-virtaddr=0x200000000000
 endif
 endif
 
-.PHONY: all deps build test tsan fuzz demo bench meson-dpdk clean
+.PHONY: all deps build test tsan fuzz demo bench bench-neutron meson-dpdk clean
 
 all: build
 
@@ -72,6 +72,14 @@ demo: build
 
 bench: build
 	bash bench/run.sh $(BUILD) $(if $(QUICK),--quick,)
+
+# neutron-server drives Strait (etcd) and, in the same run, Debian's
+# neutron-openvswitch-agent on OVS-DPDK (rabbitmq): ports to ACTIVE, rules to
+# enforced, with ratios (bench/neutron_bench.py; QUICK=1: 10 ports, 3 rules).
+BENCH_NEUTRON_PKGS := $(TEST_PKGS) neutron-openvswitch-agent rabbitmq-server openvswitch-switch-dpdk
+bench-neutron: build
+	@bash scripts/bootstrap.sh $(BENCH_NEUTRON_PKGS)
+	/usr/bin/python3 bench/neutron_bench.py $(BUILD) $(if $(QUICK),--ports 10 --rules 3,)
 
 # DPDK built here from Debian's source, and straitd on it (meson-dpdk/
 # README.md; root; about 13 minutes on 2 cores). Nothing else depends on it.

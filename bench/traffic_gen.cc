@@ -47,6 +47,15 @@
 //                     new_device), hold, remove, pause.  One line per plug:
 //                     "CONNECT n=<i> ts=<started> plug_ms=<probe+start>",
 //                     then "CONNECT_RESULT cycles=.. ok=.. failed=..".
+//     --serve-guests  no --vdev: one guest per line of stdin, "PATH": a
+//                     virtio-user device that serves PATH (QEMU's side of a
+//                     port nova plugs: vhost-user server, the switch connects
+//                     as client), started once the switch is there. One line
+//                     per guest: "GUEST n=<i> listen_ts=<before the socket>
+//                     started_ts=<rings live> path=<PATH>", or "GUEST_FAILED
+//                     n=<i> step=.. rc=..". Guests stay until stdin closes
+//                     (bench/neutron_bench.py). At most RTE_MAX_ETHPORTS
+//                     (32 in Debian's DPDK) a process.
 //     --gap-watch MS [--interval-us 200]
 //                     the two --vdev ports of the normal mode, but one frame
 //                     every --interval-us (no busy polling) from port 0, and
@@ -125,6 +134,7 @@ struct Options {
   unsigned watch_gap_ms = 0;
   unsigned interval_us = 200;
   unsigned stats_ms = 0;  // --gap-watch: GAPWATCH_STATS period (0: none)
+  bool serve_guests = false;
   rte_ether_addr src{{0x02, 0, 0, 0, 0, 0x01}};
   rte_ether_addr dst{{0x02, 0, 0, 0, 0, 0x02}};
   // --vxlan (-1: off)
@@ -183,13 +193,14 @@ void usage() {
                "       strait-gen <EAL args> -- --connect-cycles N --vdev-path P "
                "[--hold-ms MS] [--gap-ms MS]\n"
                "       strait-gen <EAL args> -- --gap-watch MS [--interval-us US] "
-               "[--stats-ms MS] [--src-mac M] [--dst-mac M] [--size N]\n");
+               "[--stats-ms MS] [--src-mac M] [--dst-mac M] [--size N]\n"
+               "       strait-gen <EAL args> -- --serve-guests   (socket paths on stdin)\n");
 }
 
 int parse_args(int argc, char** argv, Options* o) {
   enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps,
          kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kStats, kVxlan,
-         kOuterSrc, kOuterDst, kVtepSrc, kVtepDst, kVxlanPort, kHelp };
+         kOuterSrc, kOuterDst, kVtepSrc, kVtepDst, kVxlanPort, kServeGuests, kHelp };
   static const option opts[] = {
       {"size", required_argument, nullptr, kSize},
       {"flows", required_argument, nullptr, kFlows},
@@ -215,6 +226,7 @@ int parse_args(int argc, char** argv, Options* o) {
       {"vtep-src", required_argument, nullptr, kVtepSrc},
       {"vtep-dst", required_argument, nullptr, kVtepDst},
       {"vxlan-port", required_argument, nullptr, kVxlanPort},
+      {"serve-guests", no_argument, nullptr, kServeGuests},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   optind = 1;
@@ -248,6 +260,7 @@ int parse_args(int argc, char** argv, Options* o) {
       case kVtepSrc: ok = parse_ipv4(optarg, &o->vtep_src); break;
       case kVtepDst: ok = parse_ipv4(optarg, &o->vtep_dst); break;
       case kVxlanPort: ok = parse_uint(optarg, 65535, &o->vxlan_port) && o->vxlan_port; break;
+      case kServeGuests: o->serve_guests = true; break;
       case kHelp: usage(); std::exit(0);
       default: ok = false;
     }
@@ -515,6 +528,46 @@ int run_connect_cycles(const Options& o) {
   return failed ? 5 : 0;
 }
 
+// Guests plugged one after another as the lines of stdin name their sockets,
+// each serving its socket as QEMU does for a port nova plugs; hot-plugging
+// one returns once the switch has connected (virtio-user's server accepts).
+int run_serve_guests() {
+  constexpr uint16_t kRing = 64;  // no traffic: small rings, many guests
+  rte_mempool* mp = rte_pktmbuf_pool_create("strait_gen_sg", 8191, 256, 0,
+                                            RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  if (!mp) {
+    std::fprintf(stderr, "strait-gen: mempool: %s (more memory: -m)\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  char line[4096];
+  unsigned n = 0, failed = 0;
+  while (!g_stop && std::fgets(line, sizeof line, stdin)) {
+    std::string path(line);
+    while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+    if (path.empty()) continue;
+    const std::string name = "virtio_user_sg" + std::to_string(n);
+    const std::string args = "path=" + path + ",server=1,queues=1,queue_size=" + std::to_string(kRing);
+    const double listen = realtime_s();
+    uint16_t port = RTE_MAX_ETHPORTS;
+    const char* step = "probe";
+    int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str());
+    if (rc == 0 && (rc = rte_eth_dev_get_port_by_name(name.c_str(), &port)) != 0) step = "port";
+    if (rc == 0 && (rc = start_port_lsc(port, mp, kRing)) != 0) step = "start";
+    if (rc == 0) {
+      std::printf("GUEST n=%u listen_ts=%.6f started_ts=%.6f path=%s\n", n, listen, realtime_s(),
+                  path.c_str());
+    } else {
+      std::printf("GUEST_FAILED n=%u step=%s rc=%d path=%s\n", n, step, rc, path.c_str());
+      failed++;
+    }
+    std::fflush(stdout);
+    n++;
+  }
+  std::printf("GUESTS_RESULT guests=%u failed=%u\n", n, failed);
+  std::fflush(stdout);
+  return failed ? 5 : 0;  // the process's exit closes the devices
+}
+
 // Frames at a low, steady rate from port 0 to port 1, and the moments
 // delivery starts and resumes: how long a switch restart interrupts
 // forwarding between two running guests.
@@ -608,6 +661,11 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  if (o.serve_guests) {
+    const int rc = run_serve_guests();
+    rte_eal_cleanup();
+    return rc;
+  }
   if (o.connect_cycles) {
     const int rc = run_connect_cycles(o);
     rte_eal_cleanup();

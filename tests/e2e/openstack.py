@@ -189,8 +189,14 @@ class FakeNova:
 
 
 class NeutronServer(Proc):
+    # transport_url: fake:// is in-process only; an agent in another process
+    # (neutron-openvswitch-agent, bench/neutron_ovs.py) needs a broker
+    # (rabbit://...). With any transport the one RPC worker process that
+    # rpc_workers = 0 still gets (neutron raises it to 1) consumes the
+    # agents' RPC, their state reports included (ML2 listens on the reports
+    # topic there too), so rpc_state_report_workers = 0 is right for both.
     def __init__(self, tmp, db: MariaDB, etcd: Etcd, nova: FakeNova, physnets=("physnet1",),
-                 prefix="/strait"):
+                 prefix="/strait", transport_url="fake://", mechanism_drivers="strait"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         tmp = Path(tmp)
@@ -200,7 +206,7 @@ class NeutronServer(Proc):
 core_plugin = ml2
 service_plugins =
 auth_strategy = noauth
-transport_url = fake://
+transport_url = {transport_url}
 bind_host = 127.0.0.1
 bind_port = {self.port}
 api_workers = 0
@@ -223,7 +229,7 @@ report_interval = 0
         self.ml2.write_text(f"""[ml2]
 type_drivers = flat,vlan,vxlan
 tenant_network_types = vlan
-mechanism_drivers = strait
+mechanism_drivers = {mechanism_drivers}
 extension_drivers = port_security
 [ml2_type_vlan]
 network_vlan_ranges = {",".join(p + ":100:199" for p in physnets)}
