@@ -296,6 +296,58 @@ def test_a_remote_group_admits_its_members_on_other_hosts(pair):
     assert verdict(new_ip) == "drop"
 
 
+def test_kills_in_a_stream_of_changes_lose_nothing_neutron_acknowledged(pair):
+    """Rules created through neutron one after another while etcd, then
+    neutron-server, then straitd are killed and started again: every rule
+    neutron acknowledged reaches straitd, straitd ends with exactly neutron's
+    rules, and an unchanged port's traffic flows while etcd or neutron-server
+    is away."""
+    import threading
+    c, net, web, a, b, (vm_a, vm_b) = pair
+    acked, stop = [], threading.Event()
+
+    def stream():
+        port = 7000
+        while not stop.is_set():
+            try:
+                acked.append(rule(c, web["id"], port)["id"])
+                port += 1
+            except (OSError, NeutronError):
+                pass  # neutron-server away: that change was not acknowledged
+            time.sleep(0.3)
+
+    t = threading.Thread(target=stream, daemon=True)
+    t.start()
+    try:
+        def after(n):
+            wait_for(lambda: len(acked) >= n, timeout=90, what=f"{n} rules acknowledged")
+        after(2)
+        c.etcd.kill()
+        assert arrives(vm_a, vm_b, syn(a, b, 80)), "traffic stopped while etcd was away"
+        c.etcd.start()
+        after(len(acked) + 2)
+        c.neutron.kill()
+        assert arrives(vm_a, vm_b, syn(a, b, 80)), "traffic stopped while neutron-server was away"
+        c.neutron.start()
+        after(len(acked) + 2)
+        c.sw.kill()
+        c.sw.start()
+        after(len(acked) + 2)
+    finally:
+        stop.set()
+        t.join(30)
+    neutron_rules = {r["id"] for r in c.neutron.get(
+        f"/v2.0/security-group-rules?security_group_id={web['id']}")["security_group_rules"]}
+    assert set(acked) <= neutron_rules
+    wait_for(lambda: rule_ids(c, web["id"]) == neutron_rules, timeout=60,
+             what="straitd's rules to be neutron's")
+    for p in (a, b):
+        wait_for(lambda: (state(c, p["id"]) or {}).get("state") == "up", timeout=30,
+                 what=f"{p['id']} up again")
+    assert arrives(vm_a, vm_b, syn(a, b, 80)), why(c, a, b)
+    assert neutron_port(c, a["id"])["status"] == "ACTIVE"
+
+
 def test_port_security_and_address_pairs_set_through_neutron_take_effect(pair):
     c, net, web, a, b, (vm_a, vm_b) = pair
     spoofed = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
