@@ -167,7 +167,7 @@ inline std::unique_ptr<dp::Snapshot> sg_snapshot(const SgOptions& o = {}) {
   return s;
 }
 
-// A frame made by scapy and parsed as if received on in_port.
+// A frame parsed as if received on in_port.
 struct Pkt {
   Frame frame;
   dp::FlowKey key{};
@@ -176,24 +176,33 @@ struct Pkt {
   uint32_t l4_len() const { return meta.l4_ofs ? uint32_t(frame.size() - meta.l4_ofs) : 0; }
 };
 
-// Each (in_port, scapy expression): one scapy run for all.
+// Each (in_port, frame) parsed (tests/frame_builder.h makes the frames).
+inline std::vector<Pkt> packets(const std::vector<std::pair<uint16_t, Frame>>& list) {
+  std::vector<Pkt> out;
+  for (size_t i = 0; i < list.size(); i++) {
+    Pkt p;
+    p.frame = list[i].second;
+    EXPECT_EQ(dp::parse_frame(p.frame.data(), uint32_t(p.frame.size()), list[i].first,
+                              dp::ParseOptions{}, &p.key, &p.meta),
+              dp::DropReason::kNone)
+        << "frame " << i;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// Each (in_port, scapy expression): one scapy run for all (frames
+// frame_builder.h does not make: DHCP, router advertisements, MLD, LLC).
 inline std::vector<Pkt> packets(const std::vector<std::pair<uint16_t, std::string>>& list) {
   std::string exprs = "[";
   for (auto& [port, e] : list) exprs += e + ",";
   exprs += "]";
   std::vector<Frame> frames = scapy(exprs);
   EXPECT_EQ(frames.size(), list.size());
-  std::vector<Pkt> out;
-  for (size_t i = 0; i < frames.size() && i < list.size(); i++) {
-    Pkt p;
-    p.frame = std::move(frames[i]);
-    EXPECT_EQ(dp::parse_frame(p.frame.data(), uint32_t(p.frame.size()), list[i].first,
-                              dp::ParseOptions{}, &p.key, &p.meta),
-              dp::DropReason::kNone)
-        << list[i].second;
-    out.push_back(std::move(p));
-  }
-  return out;
+  std::vector<std::pair<uint16_t, Frame>> made;
+  for (size_t i = 0; i < frames.size() && i < list.size(); i++)
+    made.emplace_back(list[i].first, std::move(frames[i]));
+  return packets(made);
 }
 
 }  // namespace strait::test

@@ -9,6 +9,7 @@
 
 #include "dataplane/pipeline.h"
 #include "dataplane/sg_stage.h"
+#include "tests/frame_builder.h"
 #include "tests/sg_fixture.h"
 
 namespace strait::dp {
@@ -23,12 +24,18 @@ using test::kUplink;
 
 constexpr uint64_t kNow = 1'000'000;
 
-std::string eth(const char* src, const char* dst, const std::string& rest) {
-  return std::string("Ether(src='") + src + "',dst='" + dst + "')/" + rest;
+using test::Eth;
+using test::Frame;
+constexpr uint8_t kSyn = 0x02, kSynAck = 0x12, kAck = 0x10, kPshAck = 0x18;
+constexpr const char* kBcast = "ff:ff:ff:ff:ff:ff";
+
+Frame tcp_frame(const char* smac, const char* dmac, const char* src, const char* dst, uint16_t sport,
+          uint16_t dport, uint8_t flags) {
+  return Eth(smac, dmac).ipv4(src, dst).tcp(sport, dport, flags);
 }
-std::string tcp(const char* src, const char* dst, int sport, int dport, const char* flags) {
-  return std::string("IP(src='") + src + "',dst='" + dst + "')/TCP(sport=" +
-         std::to_string(sport) + ",dport=" + std::to_string(dport) + ",flags='" + flags + "')";
+Frame udp_frame(const char* smac, const char* dmac, const char* src, const char* dst, uint16_t sport,
+          uint16_t dport) {
+  return Eth(smac, dmac).ipv4(src, dst).udp(sport, dport);
 }
 
 CtConfig ct_config(uint32_t capacity = 1024) {
@@ -52,19 +59,22 @@ std::string name(DropReason r) { return std::string(drop_reason_name(r)); }
 class SgStageTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A's UDP datagram to a remote host, and (5) that host's port
+    // unreachable about it, quoting its IP header and UDP header.
+    const Frame datagram = udp_frame(kMacA, kMacRemote, "10.0.0.10", "192.0.2.1", 5000, 53);
+    const Frame unreachable = Eth(kMacRemote, kMacA)
+                                  .ipv4("192.0.2.1", "10.0.0.10")
+                                  .icmp(3, 3)
+                                  .bytes(Frame(datagram.begin() + 14, datagram.end()));
     pkts_ = test::packets({
-        {kPortA, eth(kMacA, kMacB, tcp("10.0.0.10", "10.0.0.11", 40000, 80, "S"))},    // 0 syn
-        {kPortB, eth(kMacB, kMacA, tcp("10.0.0.11", "10.0.0.10", 80, 40000, "SA"))},   // 1 syn-ack
-        {kPortA, eth(kMacA, kMacB, tcp("10.0.0.10", "10.0.0.11", 40000, 80, "A"))},    // 2 ack
-        {kPortB, eth(kMacB, kMacA, tcp("10.0.0.11", "10.0.0.10", 80, 40000, "PA"))},   // 3 data
-        {kPortB, eth(kMacB, kMacA, tcp("10.0.0.11", "10.0.0.10", 80, 40001, "SA"))},   // 4 stray
-        // 5: a remote host's port unreachable about A's UDP datagram (6) to it.
-        {kUplink, eth(kMacRemote, kMacA,
-                      "IP(src='192.0.2.1',dst='10.0.0.10')/ICMP(type=3,code=3)/"
-                      "IP(src='10.0.0.10',dst='192.0.2.1')/UDP(sport=5000,dport=53)")},
-        {kPortA, eth(kMacA, kMacRemote,
-                     "IP(src='10.0.0.10',dst='192.0.2.1')/UDP(sport=5000,dport=53)")},  // 6
-        {kPortA, eth(kMacA, kMacB, tcp("10.0.0.10", "10.0.0.11", 40002, 80, "S"))},    // 7 2nd syn
+        {kPortA, tcp_frame(kMacA, kMacB, "10.0.0.10", "10.0.0.11", 40000, 80, kSyn)},      // 0 syn
+        {kPortB, tcp_frame(kMacB, kMacA, "10.0.0.11", "10.0.0.10", 80, 40000, kSynAck)},   // 1 syn-ack
+        {kPortA, tcp_frame(kMacA, kMacB, "10.0.0.10", "10.0.0.11", 40000, 80, kAck)},      // 2 ack
+        {kPortB, tcp_frame(kMacB, kMacA, "10.0.0.11", "10.0.0.10", 80, 40000, kPshAck)},   // 3 data
+        {kPortB, tcp_frame(kMacB, kMacA, "10.0.0.11", "10.0.0.10", 80, 40001, kSynAck)},   // 4 stray
+        {kUplink, unreachable},                                                     // 5
+        {kPortA, datagram},                                                         // 6
+        {kPortA, tcp_frame(kMacA, kMacB, "10.0.0.10", "10.0.0.11", 40002, 80, kSyn)},      // 7 2nd syn
     });
     ASSERT_EQ(pkts_.size(), 8u);
   }
@@ -121,7 +131,7 @@ TEST_F(SgStageTest, SynAckWithoutEntryIsInvalidWhereRulesAllowIt) {
   Conntrack ct(ct_config());
   // From the uplink to A:80 (allowed by A's ingress) a SYN-ACK opens nothing.
   auto p = test::packets(
-      {{kUplink, eth(kMacRemote, kMacA, tcp("192.0.2.1", "10.0.0.10", 5555, 80, "SA"))}});
+      {{kUplink, tcp_frame(kMacRemote, kMacA, "192.0.2.1", "10.0.0.10", 5555, 80, kSynAck)}});
   ASSERT_EQ(p.size(), 1u);
   const Action a = pipeline_decide(*gen1_, p[0].key);
   ASSERT_EQ(a.flags & (kActTrack | kActNewOk), kActTrack | kActNewOk);
@@ -211,12 +221,10 @@ TEST_F(SgStageTest, FloodTargets) {
   Conntrack ct(ct_config());
   const PortSecurity& b = *gen1_->ports[kPortB].security;
   auto p = test::packets({
-      {kUplink, eth(kMacRemote, "ff:ff:ff:ff:ff:ff",
-                    "IP(src='192.0.2.1',dst='10.0.0.10')/UDP(sport=9,dport=9)")},
-      {kUplink, eth(kMacRemote, "ff:ff:ff:ff:ff:ff", "ARP(psrc='192.0.2.1')")},
-      {kUplink, "Ether(src='02:00:00:00:99:01',dst='ff:ff:ff:ff:ff:ff',type=0x88b5)"},
-      {kUplink, eth(kMacRemote, "ff:ff:ff:ff:ff:ff",
-                    "IP(src='192.0.2.1',dst='10.0.0.11')/TCP(sport=9,dport=80,flags='S')")},
+      {kUplink, udp_frame(kMacRemote, kBcast, "192.0.2.1", "10.0.0.10", 9, 9)},
+      {kUplink, Eth(kMacRemote, kBcast).arp(1, "192.0.2.1")},
+      {kUplink, Eth(kMacRemote, kBcast).type(0x88b5)},
+      {kUplink, tcp_frame(kMacRemote, kBcast, "192.0.2.1", "10.0.0.11", 9, 80, kSyn)},
   });
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(name(sg_flood_target(b, p[0].key, false)), "sg_ingress_denied");
@@ -227,9 +235,7 @@ TEST_F(SgStageTest, FloodTargets) {
   EXPECT_FALSE(sg_in_connection(&ct, p[0].key, test::kLvlan, p[0].l4(), p[0].l4_len(), kNow));
   // A's datagram to 192.0.2.1:9 (dst MAC unknown: flooded) opens a
   // connection; the flooded answer from the uplink is in it.
-  auto q = test::packets(
-      {{kPortA, eth(kMacA, "ff:ff:ff:ff:ff:ff",
-                    "IP(src='10.0.0.10',dst='192.0.2.1')/UDP(sport=9,dport=9)")}});
+  auto q = test::packets({{kPortA, udp_frame(kMacA, kBcast, "10.0.0.10", "192.0.2.1", 9, 9)}});
   ASSERT_EQ(q.size(), 1u);
   const SgVerdict v = run(*gen1_, &ct, q[0]);
   EXPECT_EQ(name(v.drop), "none");
