@@ -160,22 +160,21 @@ void EtcdAgent::on_inbound() {
     std::lock_guard lk(mu_);
     inbox.swap(inbox_);
   }
-  auto id_of = [](const std::string& key, const std::string& prefix) -> std::string {
-    if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
-    std::string id = key.substr(prefix.size());
-    return id.find('/') == std::string::npos ? id : "";
-  };
-  // "GROUP_ID/PORT_ID" under the members' prefix, or "".
-  auto member_of = [&](const std::string& key) -> std::string {
-    const std::string& prefix = keys_.members;
+  // The rest of `key` after `prefix` when it is `parts` non-empty segments
+  // ("ID", or "GROUP_ID/PORT_ID"), else "".
+  auto rest_of = [](const std::string& key, const std::string& prefix, int parts) -> std::string {
     if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
     std::string rest = key.substr(prefix.size());
-    const size_t slash = rest.find('/');
-    if (slash == 0 || slash == std::string::npos || slash + 1 == rest.size() ||
-        rest.find('/', slash + 1) != std::string::npos)
-      return "";
-    return rest;
+    size_t from = 0;
+    for (int i = 1; i < parts; i++) {
+      const size_t slash = rest.find('/', from);
+      if (slash == std::string::npos || slash == from) return "";
+      from = slash + 1;
+    }
+    return from < rest.size() && rest.find('/', from) == std::string::npos ? rest : "";
   };
+  auto id_of = [&](const std::string& key, const std::string& prefix) { return rest_of(key, prefix, 1); };
+  auto member_of = [&](const std::string& key) { return rest_of(key, keys_.members, 2); };
   for (Inbound& in : inbox) {
     if (in.resync) {
       std::map<std::string, EtcdIntake::Doc> ports, groups, members;

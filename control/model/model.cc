@@ -323,12 +323,18 @@ Status Model::check_fixed_ips_free(const PortSpec& p) const {
   return ok();
 }
 
+size_t Model::group_addresses(const std::string& id, const std::string& except) const {
+  auto have = holders_.group_addresses.find(id);
+  size_t n = have == holders_.group_addresses.end() ? 0 : have->second;
+  if (const SecurityGroup* g = security_group(id))
+    for (const auto& [port, addrs] : g->remote_members)
+      if (port != except) n += addrs.size();
+  return n;
+}
+
 Status Model::check_group_addresses(const PortSpec& p) const {
   for (size_t i = 0; i < p.security_groups.size(); ++i) {
-    auto have = holders_.group_addresses.find(p.security_groups[i]);
-    size_t n = have == holders_.group_addresses.end() ? 0 : have->second;
-    if (const SecurityGroup* g = security_group(p.security_groups[i]))
-      for (const auto& [port, addrs] : g->remote_members) n += addrs.size();
+    const size_t n = group_addresses(p.security_groups[i]);
     if (n + member_addresses(p) > kMaxGroupAddresses)
       return exhausted("security_groups[" + std::to_string(i) + "]: security group " +
                        p.security_groups[i] + " would have more than " +

@@ -251,6 +251,9 @@ class Model {
   Status check_fixed_ips_free(const PortSpec& p) const;
   // resource_exhausted when p would take a group past kMaxGroupAddresses.
   Status check_group_addresses(const PortSpec& p) const;
+  // The addresses group `id` has now: its bound ports' (holders_) and its
+  // remote members', but those of remote member `except`.
+  size_t group_addresses(const std::string& id, const std::string& except = "") const;
   // Keep holders_ in step with ports_.
   void index(const PortSpec& p);
   void unindex(const PortSpec& p);

@@ -147,12 +147,7 @@ Status Model::set_remote_member(const RemoteMember& m) {
     members.erase(m.port);
     return ok();
   }
-  size_t n = m.addresses.size();
-  for (const auto& [port, addrs] : members)
-    if (port != m.port) n += addrs.size();
-  for (const auto& [id, p] : ports_)
-    if (std::find(p.security_groups.begin(), p.security_groups.end(), m.group) != p.security_groups.end())
-      n += p.fixed_ips.size() + p.allowed_address_pairs.size();
+  const size_t n = group_addresses(m.group, m.port) + m.addresses.size();
   if (n > kMaxGroupAddresses)
     return exhausted("security group " + m.group + " would have more than " +
                      std::to_string(kMaxGroupAddresses) + " member addresses (" + std::to_string(n) +

@@ -10,6 +10,8 @@ the same layout (control/etcd/intake.h):
                                      a remote group (ours)
   PREFIX/states/HOST/alive           straitd's liveness, lease-backed (its)
   PREFIX/states/HOST/ports/PORT_ID   straitd's state of a port (its)
+  PREFIX/states/HOST/secgroups/GROUP_ID
+                                     the group revision straitd enforces (its)
 """
 
 

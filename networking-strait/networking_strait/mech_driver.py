@@ -173,6 +173,7 @@ class StraitMechanismDriver(api.MechanismDriver):
             journal.delete(session, keys.port(self.prefix, context.host, port['id']))
         if now:
             doc = self._port_doc(context)
+            # An update that leaves the document as it was sends nothing.
             if not (was and context.original_host == context.host and
                     self._port_doc(context, original=True) == doc):
                 journal.put(session, keys.port(self.prefix, context.host, port['id']), doc)
