@@ -53,8 +53,8 @@ class Store {
   // desired state and the store only speeds up a start without it,
   // committed to the WAL without an fsync (synchronous=NORMAL: it survives
   // straitd's crash; a power loss may take the last changes, which the next
-  // resync with etcd brings back). The fsync cost a port 2-10 ms on a busy
-  // host, its largest share of the way from etcd to the datapath.
+  // resync with etcd brings back). On a busy host the fsync was the largest
+  // part of a port's way from etcd to the datapath.
   enum class Durability { kEveryCommit, kEtcdReplays };
   static Result<std::unique_ptr<Store>> open(const std::string& state_dir,
                                              Durability d = Durability::kEveryCommit);

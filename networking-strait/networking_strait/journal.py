@@ -165,7 +165,7 @@ class JournalWorker(worker.BaseWorker):
             return  # bound: nothing for neutron to do yet
         ctx = n_context.get_admin_context()
         # Two small queries, not plugin.get_port(): the whole port with its
-        # extensions costs tens of ms in neutron, on the way to ACTIVE.
+        # extensions is built by neutron's whole machinery, on the way to ACTIVE.
         with db_api.CONTEXT_READER.using(ctx):
             bound = ctx.session.query(ml2_models.PortBinding.host).filter_by(
                 port_id=port_id, status=n_const.ACTIVE).first()

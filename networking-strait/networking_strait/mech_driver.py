@@ -227,7 +227,7 @@ class StraitMechanismDriver(api.MechanismDriver):
 
     def update_port_precommit(self, context):
         # A status change publishes nothing (and building the document would
-        # load the network: a tenth of a second on the way to ACTIVE).
+        # load the network inside neutron's ACTIVE transaction).
         if self._status_only(context):
             if self._ours(context.binding_levels, context.vif_type):
                 self._block_until_up(context)
