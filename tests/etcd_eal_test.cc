@@ -383,14 +383,24 @@ TEST_F(EtcdTest, GroupStatesSayWhichRevisionIsEnforced) {
   EXPECT_GE(h_->sw().stats()["workers"][0]["generation"].get<uint32_t>(),
             group_state()["generation"].get<uint32_t>());
 
-  // A rule the switch refuses: the group's state says why, the rules in force stay.
+  // A document the switch refuses (a field it cannot take; a remote group it
+  // does not have) changes nothing, though it drops rule 443 that the one in
+  // force has: the group's state says why, and both rules stay.
+  const json in_force = to_json(*model().security_group(kGroup));
   json bad = rule("6f0e0000-0000-4000-8000-000000000003", 22);
   bad["protocol"] = "carrier-pigeon";
-  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80), bad}));
-  ASSERT_TRUE(until([&] { return group_state().value("state", "") == "error"; })) << group_state();
-  EXPECT_NE(group_state()["reason"].get<std::string>().find("carrier-pigeon"), std::string::npos)
-      << group_state();
-  EXPECT_EQ(group_state()["revision"], revision());
+  json unknown_remote = rule("6f0e0000-0000-4000-8000-000000000004", 22);
+  unknown_remote["remote_group_id"] = "00000000-0000-4000-8000-00000000dead";
+  for (const auto& [refused, why] :
+       {std::pair{bad, "carrier-pigeon"}, std::pair{unknown_remote, "no security group"}}) {
+    put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80), refused}));
+    ASSERT_TRUE(until([&] {
+      return group_state().value("state", "") == "error" && group_state()["revision"] == revision();
+    })) << group_state();
+    EXPECT_NE(group_state()["reason"].get<std::string>().find(why), std::string::npos)
+        << group_state();
+    EXPECT_EQ(to_json(*model().security_group(kGroup)), in_force);
+  }
 
   // A group that goes takes its state with it.
   del(port_key(1));

@@ -64,6 +64,18 @@ PortUpdate update(json j) {
 
 IpPrefix prefix(const std::string& s) { return *parse_prefix(s); }
 
+// n rules that differ in their port: no two match alike.
+json port_rules(size_t n, const std::string& id_prefix) {
+  json rules = json::array();
+  for (size_t i = 0; i < n; ++i)
+    rules.push_back({{"id", id_prefix + std::to_string(i)},
+                     {"direction", "ingress"},
+                     {"protocol", "tcp"},
+                     {"port_range_min", i + 1},
+                     {"port_range_max", i + 1}});
+  return rules;
+}
+
 
 class ModelGroups : public ::testing::Test {
  protected:
@@ -176,6 +188,49 @@ TEST_F(ModelGroups, RuleRefusals) {
   no_id.id = "";
   EXPECT_REFUSED(m.add_sg_rule("web", no_id), "invalid_argument", "id: missing");
   EXPECT_REFUSED(m.remove_sg_rule("nope"), "not_found", "security group rule nope not found");
+  EXPECT_EQ(dump(m), before);
+}
+
+TEST_F(ModelGroups, UpdateReplacesTheWholeRuleListAtOnce) {
+  add_group({{"id", "db"}});
+  add_group({{"id", "web"}, {"name", "Web"}, {"rules", {ssh(), from_group("r-db", "db")}}});
+  ASSERT_TRUE(m.set_remote_member(RemoteMember{"web", kUuidB, {prefix("10.1.0.2/32")}}).ok());
+  json http = ssh("r-http");
+  http["port_range_min"] = http["port_range_max"] = 80;
+  // r-ssh stays under its id, r-db goes, r-http and a rule from web itself come.
+  ASSERT_TRUE(m.update_security_group(
+                   group({{"id", "web"},
+                          {"name", "Web 2"},
+                          {"rules", {http, ssh(), from_group("r-self", "web")}}}))
+                  .ok());
+  const SecurityGroup* g = m.security_group("web");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->name, "Web 2");
+  std::vector<std::string> ids;
+  for (const SecurityGroupRule& r : g->rules) ids.push_back(r.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"r-http", "r-ssh", "r-self"})) << "the list's order";
+  EXPECT_EQ(m.group_of_rule("r-db"), "");
+  EXPECT_EQ(g->remote_members.size(), 1u) << "members are not the document's to change";
+  // Now db may go: no rule names it any more.
+  EXPECT_TRUE(m.remove_security_group("db").ok());
+}
+
+TEST_F(ModelGroups, ARefusedUpdateChangesNothing) {
+  add_group({{"id", "db"}, {"rules", {ssh("r-db-ssh")}}});
+  add_group({{"id", "web"}, {"rules", {ssh()}}});
+  const json before = dump(m);
+  auto update = [&](json rules) { return m.update_security_group(group({{"id", "web"}, {"rules", rules}})); };
+  EXPECT_REFUSED(m.update_security_group(group({{"id", "nope"}})), "not_found",
+                 "security group nope not found");
+  EXPECT_REFUSED(update({{{"id", "r-new"}, {"direction", "egress"}}, from_group("r-x", "nope")}),
+                 "not_found", "rules[1].remote_group_id: no security group \"nope\"");
+  EXPECT_REFUSED(update({ssh("r-db-ssh")}), "conflict",
+                 "rules[0].id: rule r-db-ssh already exists (in security group db)");
+  // Built in code, past parse_security_group's own duplicate check.
+  EXPECT_REFUSED(m.update_security_group(SecurityGroup{"web", "", {rule(ssh()), rule(ssh("r-2"))}}),
+                 "conflict", "rules[1]: duplicates a rule");
+  EXPECT_REFUSED(update(port_rules(kMaxRulesPerGroup + 1, "w")), "resource_exhausted",
+                 "rules: 1001 rules, more than the 1000 a security group may have");
   EXPECT_EQ(dump(m), before);
 }
 
@@ -420,18 +475,6 @@ TEST_F(ModelGroups, UpdateRefusals) {
 }
 
 // ---- limits ------------------------------------------------------------------------
-
-// n rules that differ in their port: no two match alike.
-json port_rules(size_t n, const std::string& id_prefix) {
-  json rules = json::array();
-  for (size_t i = 0; i < n; ++i)
-    rules.push_back({{"id", id_prefix + std::to_string(i)},
-                     {"direction", "ingress"},
-                     {"protocol", "tcp"},
-                     {"port_range_min", i + 1},
-                     {"port_range_max", i + 1}});
-  return rules;
-}
 
 // Rules added one at a time slowed to 127 ms each by 1800, and an 8000-rule
 // group took seconds to compile: a group holds kMaxRulesPerGroup rules.

@@ -59,6 +59,7 @@ const std::vector<Switch::Method>& Switch::methods() {
       {"port.update", &Switch::port_update, Kind::kDesired},
       {"security_group.create", &Switch::security_group_create, Kind::kDesired},
       {"security_group.delete", &Switch::security_group_delete, Kind::kDesired},
+      {"security_group.update", &Switch::security_group_update, Kind::kDesired},
       {"security_group.list", &Switch::security_group_list, Kind::kQuery},
       {"security_group.show", &Switch::security_group_show, Kind::kQuery},
       {"security_group_rule.create", &Switch::sg_rule_create, Kind::kDesired},

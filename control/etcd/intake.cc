@@ -99,6 +99,19 @@ Result<json> parse_group_doc(const std::string& id, const std::string& text) {
   return g;
 }
 
+Result<json> parse_member_doc(const std::string& key, const std::string* text) {
+  const size_t slash = key.find('/');
+  json params = {{"id", key.substr(0, slash)},
+                 {"port", slash == std::string::npos ? std::string() : key.substr(slash + 1)},
+                 {"addresses", json::array()}};
+  if (text) {
+    auto doc = parse_doc("remote member document " + key, *text);
+    if (!doc) return doc.error();
+    if (const json* a = find_field(*doc, "addresses")) params["addresses"] = *a;
+  }
+  return params;
+}
+
 EtcdIntake::EtcdIntake(Switch& sw, StateWriter write)
     : sw_(sw), write_(std::move(write)), self_(std::make_shared<EtcdIntake*>(this)) {}
 
@@ -290,19 +303,13 @@ void EtcdIntake::converge_group(const std::string& id) {
     if (!r.is_null() && !r.value("ok", false)) return refuse_group(id, reply_error(r));
     changed = true;
   } else {
-    // Rules are immutable in neutron: the doc's rules by id against ours.
-    std::set<std::string> wanted;
-    for (const json& rule : (*g)["rules"]) wanted.insert(to_lower(rule.value("id", "")));
-    for (const SecurityGroupRule& rule : have->rules) {
-      if (wanted.count(rule.id)) continue;
-      json r = call("security_group_rule.delete", {{"id", rule.id}});
-      if (!r.is_null() && !r.value("ok", false)) return refuse_group(id, reply_error(r));
-      changed = true;
-    }
-    for (json rule : (*g)["rules"]) {
-      if (sw_.model().group_of_rule(to_lower(rule.value("id", ""))) == id) continue;
-      rule["security_group_id"] = id;
-      json r = call("security_group_rule.create", rule);
+    // The document's name and whole rule list against ours: changed, they
+    // go in one request (all or nothing, one publish).
+    auto want_g = parse_security_group(*g);
+    if (!want_g) return refuse_group(id, want_g.error());
+    const json a = to_json(*have), b = to_json(*want_g);
+    if (a["rules"] != b["rules"] || a["name"] != b["name"]) {
+      json r = call("security_group.update", *g);
       if (!r.is_null() && !r.value("ok", false)) return refuse_group(id, reply_error(r));
       changed = true;
     }
@@ -413,22 +420,15 @@ void EtcdIntake::converge_port(const std::string& id) {
 }
 
 void EtcdIntake::converge_member(const std::string& key) {
-  const size_t slash = key.find('/');
-  const std::string gid = key.substr(0, slash), port = key.substr(slash + 1);
-  const SecurityGroup* g = sw_.model().security_group(gid);
+  const SecurityGroup* g = sw_.model().security_group(key.substr(0, key.find('/')));
   auto want = members_.find(key);
   if (!g) {  // waits for its group (or went with it)
     refused_members_.erase(key);
     return;
   }
-  json params = {{"id", gid}, {"port", port}, {"addresses", json::array()}};
-  if (want != members_.end()) {
-    const std::string what = "remote member document " + key;
-    auto doc = parse_doc(what, want->second.text);
-    if (!doc) return refuse_member(key, doc.error());
-    if (const json* a = find_field(*doc, "addresses")) params["addresses"] = *a;
-  }
-  auto m = parse_remote_member(params);
+  auto params = parse_member_doc(key, want == members_.end() ? nullptr : &want->second.text);
+  if (!params) return refuse_member(key, params.error());
+  auto m = parse_remote_member(*params);
   if (!m) return refuse_member(key, m.error());
   auto have = g->remote_members.find(m->port);
   const std::vector<IpPrefix> none;
@@ -436,7 +436,7 @@ void EtcdIntake::converge_member(const std::string& key) {
     refused_members_.erase(key);
     return;
   }
-  json r = call("security_group.remote_member", params);
+  json r = call("security_group.remote_member", *params);
   if (!r.is_null() && !r.value("ok", false)) return refuse_member(key, reply_error(r));
   refused_members_.erase(key);
   applied_docs_++;

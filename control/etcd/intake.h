@@ -51,6 +51,9 @@ struct PortDoc {
 Result<PortDoc> parse_port_doc(const std::string& id, const std::string& text);
 // A security group document: security_group.create params.
 Result<nlohmann::json> parse_group_doc(const std::string& id, const std::string& text);
+// A remote group member's document under key "GROUP_ID/PORT_ID" (text
+// null: the document went): security_group.remote_member params.
+Result<nlohmann::json> parse_member_doc(const std::string& key, const std::string* text);
 
 class EtcdIntake {
  public:

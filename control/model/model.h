@@ -191,6 +191,11 @@ class Model {
   Status add_security_group(const SecurityGroup& g);
   Status remove_security_group(const std::string& id);
   Status add_sg_rule(const std::string& group_id, const SecurityGroupRule& r);
+  // Group g.id takes g's name and rules, all at once (its remote members
+  // stay): each rule checked as add_sg_rule checks it against the others of
+  // the new list; a rule of the group's old list may keep its id. not_found
+  // without the group.
+  Status update_security_group(const SecurityGroup& g);
   // A member of the group on another host, or (no addresses) no longer one.
   // not_found without the group; resource_exhausted past kMaxGroupAddresses.
   Status set_remote_member(const RemoteMember& m);

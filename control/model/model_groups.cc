@@ -38,21 +38,47 @@ Status check_new_rule(const Model& m, const std::string& group_id,
   return ok();
 }
 
+Status too_many_rules(size_t n) {
+  return exhausted("rules: " + std::to_string(n) + " rules, more than the " +
+                   std::to_string(kMaxRulesPerGroup) + " a security group may have");
+}
+
+// Rules, each checked against those before it, for group `group_id`.
+Status check_new_rules(const Model& m, const std::string& group_id,
+                       const std::vector<SecurityGroupRule>& rules) {
+  std::vector<SecurityGroupRule> so_far;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const std::string field = "rules[" + std::to_string(i) + "].";
+    if (auto s = check_new_rule(m, group_id, so_far, rules[i], field); !s) return s;
+    so_far.push_back(rules[i]);
+  }
+  return ok();
+}
+
 }  // namespace
 
 Status Model::add_security_group(const SecurityGroup& g) {
   if (!is_valid_id(g.id)) return field_error("id", json_quoted(g.id) + " is not a valid id");
   if (groups_.count(g.id)) return conflict("security group " + g.id + " already exists");
-  if (g.rules.size() > kMaxRulesPerGroup)
-    return exhausted("rules: " + std::to_string(g.rules.size()) + " rules, more than the " +
-                     std::to_string(kMaxRulesPerGroup) + " a security group may have");
-  std::vector<SecurityGroupRule> so_far;
-  for (size_t i = 0; i < g.rules.size(); ++i) {
-    const std::string field = "rules[" + std::to_string(i) + "].";
-    if (auto s = check_new_rule(*this, g.id, so_far, g.rules[i], field); !s) return s;
-    so_far.push_back(g.rules[i]);
-  }
+  if (g.rules.size() > kMaxRulesPerGroup) return too_many_rules(g.rules.size());
+  if (auto s = check_new_rules(*this, g.id, g.rules); !s) return s;
   groups_.emplace(g.id, g);
+  return ok();
+}
+
+Status Model::update_security_group(const SecurityGroup& g) {
+  auto it = groups_.find(g.id);
+  if (it == groups_.end()) return not_found("security group " + g.id + " not found");
+  if (g.rules.size() > kMaxRulesPerGroup) return too_many_rules(g.rules.size());
+  // Checked as if the group had no rules yet, so that its old ones may stay.
+  std::vector<SecurityGroupRule> had = std::move(it->second.rules);
+  it->second.rules.clear();
+  if (auto s = check_new_rules(*this, g.id, g.rules); !s) {
+    it->second.rules = std::move(had);
+    return s;
+  }
+  it->second.rules = g.rules;
+  it->second.name = g.name;
   return ok();
 }
 

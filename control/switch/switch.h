@@ -164,6 +164,7 @@ class Switch {
   // Security groups and port updates (switch_secgroup.cc).
   void security_group_create(const nlohmann::json& params, Done done);
   void security_group_delete(const nlohmann::json& params, Done done);
+  void security_group_update(const nlohmann::json& params, Done done);
   void sg_rule_create(const nlohmann::json& params, Done done);
   void sg_rule_delete(const nlohmann::json& params, Done done);
   void sg_remote_member(const nlohmann::json& params, Done done);

@@ -47,6 +47,25 @@ void Switch::security_group_delete(const json& params, Done done) {
   publisher_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
 
+// The group's whole rule list at once (etcd's group documents): one
+// change, one publish, so a port never sees half of it.
+void Switch::security_group_update(const json& params, Done done) {
+  auto g = parse_security_group(params);
+  if (!g) return done(error_reply(g.error()));
+  for (SecurityGroupRule& r : g->rules)
+    if (r.id.empty()) r.id = new_uuid();
+  const std::string id = g->id;
+  Status st = apply({.model = [&](Model& m) { return m.update_security_group(*g); },
+                     .save = [&](const Model& m) {
+                       return store_->put_security_group(*m.security_group(id));
+                     }});
+  if (!st) return done(error_reply(st.error()));
+  publisher_.after_grace([this, id, done = std::move(done)] {
+    const SecurityGroup* now = model_.security_group(id);
+    done(now ? ok_reply(security_group_json(*now)) : ok_reply(json::object()));
+  });
+}
+
 void Switch::sg_rule_create(const json& params, Done done) {
   auto parsed = parse_sg_rule_create(params);
   if (!parsed) return done(error_reply(parsed.error()));
