@@ -25,6 +25,7 @@
 #include "control/model/model.h"
 #include "control/model/secgroup.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/model_fuzz.h"
 #include "tests/model_dump.h"
 
 namespace {
@@ -33,61 +34,14 @@ using namespace strait;
 using namespace strait::ctl;
 using nlohmann::json;
 using strait::test::dump;
+using strait::fuzz::change;
+using strait::fuzz::fresh_model;
+using strait::fuzz::restarted;
 
 constexpr int kMaxDepth = ApiServer::kMaxDepth;
 // straitd gives a rule created without an id a random UUID; here a counter
 // from 0 for each input, so that an input always does the same.
 unsigned rule_ids;
-
-Model fresh_model() {
-  Model m(std::map<std::string, std::string>{{"physnet1", "net_ring0"}, {"physnet2", "net_ring1"}});
-  IpAddr local;
-  local.family = 4;
-  local.bytes = {192, 0, 2, 1};
-  m.set_vxlan({true, local, 1550});
-  return m;
-}
-
-
-// The model as straitd restores it after a restart (Switch::restore), from
-// rows as the store writes them (to_json) and reads them (parse_*).
-Model restarted(const Model& m) {
-  Model r = fresh_model();
-  std::vector<SecurityGroup> groups;
-  for (const auto& [id, g] : m.security_groups()) {
-    auto row = parse_security_group(to_json(g));
-    if (!row) strait::fuzz::check_error(row.error());
-    STRAIT_FUZZ_CHECK(row.ok());
-    groups.push_back(*row);
-  }
-  STRAIT_FUZZ_CHECK(r.restore_security_groups(groups).ok());
-  for (const auto& [id, n] : m.networks()) {
-    auto row = parse_network(to_json(n));
-    STRAIT_FUZZ_CHECK(row.ok() && r.add_network(*row).ok());
-  }
-  for (const auto& [net, t] : m.tunnels()) {
-    auto row = parse_tunnel(to_json(t));
-    STRAIT_FUZZ_CHECK(row.ok() && r.restore_tunnel(net, *row).ok());
-  }
-  for (const auto& [id, p] : m.ports()) {
-    auto row = parse_port(to_json(p));
-    STRAIT_FUZZ_CHECK(row.ok() && r.restore_port(*row, m.local_vlan(p.network)).ok());
-  }
-  return r;
-}
-
-// A change of the model; refused, it must have changed nothing. (Requests
-// refused while their parameters are parsed never reach the model.)
-template <typename F>
-Status change(const Model& m, F f) {
-  const json before = dump(m);
-  Status st = f();
-  if (!st) {
-    strait::fuzz::check_error(st.error());
-    STRAIT_FUZZ_CHECK(dump(m) == before);
-  }
-  return st;
-}
 
 // One port.bind's ports, all or none (the model's part of Switch::bind_all).
 Status bind_all(Model& m, const json& params) {
@@ -156,6 +110,16 @@ Status apply(Model& m, const ApiRequest& r) {
     if (!g) return g.error();
     for (SecurityGroupRule& rule : g->rules) fill_id(rule);
     return change(m, [&] { return m.add_security_group(*g); });
+  }
+  if (method == "security_group.update") {
+    auto g = parse_security_group(params);
+    if (!g) return g.error();
+    for (SecurityGroupRule& rule : g->rules) fill_id(rule);
+    return change(m, [&] { return m.update_security_group(*g); });
+  }
+  if (method == "security_group.remote_member") {
+    auto rm = parse_remote_member(params);
+    return rm ? change(m, [&] { return m.set_remote_member(*rm); }) : Status(rm.error());
   }
   if (method == "security_group.delete")
     return with_id([&](const std::string& id) {
