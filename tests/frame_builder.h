@@ -1,6 +1,7 @@
 #pragma once
-// Frames for C++ tests, made in C++: Ethernet with 802.1Q tags, ARP, IPv4,
-// IPv6, UDP, TCP, ICMP, ICMPv6 and VXLAN, lengths and checksums filled in.
+// Frames for C++ tests, made in C++: Ethernet with 802.1Q tags, ARP, IPv4
+// (and its fragments), IPv6, UDP, TCP, ICMP, ICMPv6, BOOTP and VXLAN, lengths
+// and checksums filled in.
 // Defaults are scapy's (IP() is 127.0.0.1 -> 127.0.0.1, id 1, TTL 64;
 // UDP() is 53 -> 53; TCP() is 20 -> 80, SYN; ICMP() an echo request), and
 // frame_builder_test checks the bytes against scapy's. Layers are added in
@@ -118,6 +119,24 @@ class Eth {
     f_.insert(f_.end(), body.begin(), body.end());
     return *this;
   }
+  // BOOTP (after udp()): op 1 a request, 2 a reply; scapy's BOOTP()
+  // otherwise (236 bytes, no options).
+  Eth& bootp(uint8_t op = 1) {
+    std::vector<uint8_t> b(236, 0);
+    b[0] = op;
+    b[1] = 1;  // htype Ethernet
+    b[2] = 6;  // hlen
+    return bytes(b);
+  }
+  // After ipv4(): a fragment at `offset8` (8-byte units) of a `proto`
+  // datagram, with no L4 header of its own; append its bytes.
+  Eth& fragment(uint8_t proto, uint16_t offset8, bool more = false) {
+    if (l3_ == 0 || v6_) throw std::logic_error("fragment() needs ipv4() first");
+    proto_ = proto;
+    f_[l3_ + 6] = uint8_t((more ? 0x20 : 0) | (offset8 >> 8 & 0x1f));
+    f_[l3_ + 7] = uint8_t(offset8);
+    return *this;
+  }
   // VXLAN (after udp(.., 4789)) carrying `inner`.
   Eth& vxlan(uint32_t vni, const Frame& inner) {
     put32(0x08000000);
@@ -140,12 +159,12 @@ class Eth {
     const size_t l3_len = f.size() - l3_;
     if (!v6_) {
       set16(f, l3_ + 2, uint16_t(l3_len));
-      if (l4_) f[l3_ + 9] = proto_;
+      if (proto_) f[l3_ + 9] = proto_;
       set16(f, l3_ + 10, 0);
       set16(f, l3_ + 10, fold(sum(f, l3_, 20)));
     } else {
       set16(f, l3_ + 4, uint16_t(l3_len - 40));
-      if (l4_) f[l3_ + 6] = proto_;
+      if (proto_) f[l3_ + 6] = proto_;
     }
     if (!l4_) return f;
     const size_t len = f.size() - l4_;

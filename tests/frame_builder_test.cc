@@ -13,6 +13,7 @@ constexpr char kB[] = "02:00:00:00:00:0b";
 // Where scapy is cleverer than the builder, the builder is told: ND
 // messages go with hop limit 255 (scapy sets it for ICMPv6ND_*), and VXLAN
 // is RFC 7348's (scapy's VXLAN() with an Ethernet payload is VXLAN-GPE's).
+// LLC after Ether() is scapy's EtherType 0x8870; Dot3() is 802.3's length.
 TEST(FrameBuilder, MatchesScapyByteForByte) {
   const Frame inner = Eth(kA, kB).ipv4().udp();
   const std::vector<Frame> built = {
@@ -27,6 +28,10 @@ TEST(FrameBuilder, MatchesScapyByteForByte) {
       Eth(kA, kB).ipv6("fd00::1", "fd00::2").udp(546, 547).fill('q', 3),
       Eth(kA, kB).ipv6("fe80::1", "ff02::1", 255).icmp6(135, 0, std::vector<uint8_t>(20, 0)),
       Eth(kA, kB).ipv4("10.1.0.1", "10.1.0.2").udp(50000, 4789).vxlan(5001, inner),
+      Eth(kA, kB).ipv4("10.0.0.1", "10.0.0.2").fragment(6, 100).fill('x', 16),
+      Eth(kA, "ff:ff:ff:ff:ff:ff").ipv4("0.0.0.0", "255.255.255.255").udp(68, 67).bootp(),
+      Eth(kA, kB).type(0x8870).bytes({0xaa, 0xaa, 3, 0, 0, 0, 0, 0}),
+      Eth(kA, kB).type(8).bytes({0xaa, 0xaa, 3, 0, 0, 0, 0, 0}),
   };
   const std::vector<Frame> scapy_made = scapy(
       std::string("[Ether(src='") + kA + "', dst='" + kB + "')/IP()/UDP()," +
@@ -50,7 +55,13 @@ TEST(FrameBuilder, MatchesScapyByteForByte) {
       "ICMPv6ND_NS(tgt='::')," +
       "Ether(src='" + kA + "', dst='" + kB + "')/IP(src='10.1.0.1', dst='10.1.0.2')/"
       "UDP(sport=50000, dport=4789)/VXLAN(flags=0x08, vni=5001)/Ether(src='" + kA + "', dst='" + kB +
-      "')/IP()/UDP()]");
+      "')/IP()/UDP()," +
+      "Ether(src='" + kA + "', dst='" + kB + "')/IP(src='10.0.0.1', dst='10.0.0.2', proto=6, "
+      "frag=100)/Raw(b'x'*16)," +
+      "Ether(src='" + kA + "', dst='ff:ff:ff:ff:ff:ff')/IP(src='0.0.0.0', dst='255.255.255.255')/"
+      "UDP(sport=68, dport=67)/BOOTP()," +
+      "Ether(src='" + kA + "', dst='" + kB + "')/LLC()/SNAP()," +
+      "Dot3(src='" + kA + "', dst='" + kB + "')/LLC()/SNAP()]");
   ASSERT_EQ(scapy_made.size(), built.size());
   for (size_t i = 0; i < built.size(); i++) EXPECT_EQ(built[i], scapy_made[i]) << "frame " << i;
 }

@@ -2,8 +2,11 @@
 // always-allowed / always-dropped traffic (port_security.h), and how
 // pipeline_decide folds the sender's egress and the receiver's ingress rules
 // into the cached action (kActTrack / kActNewOk / reason). The trace must
-// explain each verdict (TraceResult::consistent). Frames made by scapy.
+// explain each verdict (TraceResult::consistent). Frames made by
+// tests/frame_builder.h.
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
 
 #include <cstring>
 #include <string>
@@ -12,6 +15,7 @@
 #include "dataplane/pipeline.h"
 #include "dataplane/port_security.h"
 #include "dataplane/trace.h"
+#include "tests/frame_builder.h"
 #include "tests/sg_fixture.h"
 
 namespace strait::dp {
@@ -30,8 +34,37 @@ using test::kPortC;
 using test::kPortD;
 using test::kUplink;
 
-std::string eth(const char* src, const char* dst, const std::string& rest = "") {
-  return std::string("Ether(src='") + src + "',dst='" + dst + "')" + (rest.empty() ? "" : "/" + rest);
+using test::Eth;
+using test::Frame;
+
+// ICMPv6 messages as scapy makes them by default: NDP with hop limit 255,
+// a router advertisement with a router lifetime of 1800 s, NA with R and O.
+std::vector<uint8_t> addr6(const char* a) {
+  std::vector<uint8_t> b(16);
+  inet_pton(AF_INET6, a, b.data());
+  return b;
+}
+std::vector<uint8_t> then(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+Frame echo6(const char* smac, const char* dmac, const char* src, const char* dst) {
+  return Eth(smac, dmac).ipv6(src, dst).icmp6(128, 0, {0, 0, 0, 0});
+}
+Frame ra(const char* smac, const char* dmac, const char* src) {
+  return Eth(smac, dmac).ipv6(src, "ff02::1", 255).icmp6(134, 0, {0, 0, 0x07, 0x08, 0, 0, 0, 0, 0, 0, 0, 0});
+}
+Frame rs(const char* smac, const char* src) {
+  return Eth(smac, "33:33:00:00:00:02").ipv6(src, "ff02::2", 255).icmp6(133, 0, {0, 0, 0, 0});
+}
+Frame ns(const char* smac, const char* dmac, const char* src, const char* dst, const char* tgt) {
+  return Eth(smac, dmac).ipv6(src, dst, 255).icmp6(135, 0, then({0, 0, 0, 0}, addr6(tgt)));
+}
+Frame na(const char* smac, const char* dmac, const char* src, const char* dst, const char* tgt) {
+  return Eth(smac, dmac).ipv6(src, dst, 255).icmp6(136, 0, then({0xa0, 0, 0, 0}, addr6(tgt)));
+}
+Frame mld2_report(const char* smac, const char* src) {
+  return Eth(smac, "33:33:00:00:00:16").ipv6(src, "ff02::16", 1).icmp6(143, 0, {0, 0, 0, 0});
 }
 constexpr const char* kBcast = "ff:ff:ff:ff:ff:ff";
 
@@ -45,7 +78,7 @@ struct Expect {
 struct Case {
   const char* name;
   uint16_t in_port;
-  std::string frame;
+  Frame frame;
   Expect want;
 };
 
@@ -60,13 +93,13 @@ constexpr uint8_t kTrackNew = kActTrack | kActNewOk;
 
 // Runs every case through pipeline_decide and trace_frame.
 void check(const Snapshot& s, const std::vector<Case>& cases) {
-  std::vector<std::pair<uint16_t, std::string>> list;
+  std::vector<std::pair<uint16_t, Frame>> list;
   for (const Case& c : cases) list.emplace_back(c.in_port, c.frame);
   std::vector<test::Pkt> pkts = test::packets(list);
   ASSERT_EQ(pkts.size(), cases.size());
   for (size_t i = 0; i < cases.size(); i++) {
     const Case& c = cases[i];
-    SCOPED_TRACE(std::string(c.name) + ": " + c.frame);
+    SCOPED_TRACE(c.name);
     const Action a = pipeline_decide(s, pkts[i].key);
     // What the worker caches: the same decision with the rules left for
     // conntrack's misses; applying them gives pipeline_decide's exactly.
@@ -99,169 +132,136 @@ class PortSecurityTest : public ::testing::Test {
 };
 
 TEST_F(PortSecurityTest, AntiSpoofing) {
-  const std::string tcp80 = "IP(src='10.0.0.10',dst='10.0.0.11')/TCP(sport=40000,dport=80,flags='S')";
+  auto tcp = [](const char* smac, const char* src, const char* dst = "10.0.0.11",
+                uint16_t dport = 80) { return Eth(smac, kMacB).ipv4(src, dst).tcp(40000, dport); };
   check(*snap_, {
-      {"port's MAC and IP", kPortA, eth(kMacA, kMacB, tcp80), out(kPortB, kTrackNew)},
-      {"foreign MAC", kPortA, eth("02:00:00:00:00:ee", kMacB, tcp80),
+      {"port's MAC and IP", kPortA, tcp(kMacA, "10.0.0.10"), out(kPortB, kTrackNew)},
+      {"foreign MAC", kPortA, tcp("02:00:00:00:00:ee", "10.0.0.10"), drop(DropReason::kSpoofedMac)},
+      {"another VM's MAC", kPortA, Eth(kMacB, kMacC).ipv4("10.0.0.10", "10.0.0.11").tcp(40000, 80),
        drop(DropReason::kSpoofedMac)},
-      {"another VM's MAC", kPortA, eth(kMacB, kMacC, tcp80), drop(DropReason::kSpoofedMac)},
-      {"foreign IP", kPortA,
-       eth(kMacA, kMacB, "IP(src='10.0.0.99',dst='10.0.0.11')/TCP(dport=80)"),
+      {"foreign IP", kPortA, tcp(kMacA, "10.0.0.99"), drop(DropReason::kSpoofedIp)},
+      {"pair MAC with pair prefix", kPortA, tcp(kMacPair, "10.0.1.200"), out(kPortB, kTrackNew)},
+      {"pair MAC with the fixed IP", kPortA, tcp(kMacPair, "10.0.0.10"),
        drop(DropReason::kSpoofedIp)},
-      {"pair MAC with pair prefix", kPortA,
-       eth(kMacPair, kMacB, "IP(src='10.0.1.200',dst='10.0.0.11')/TCP(dport=80,flags='S')"),
-       out(kPortB, kTrackNew)},
-      {"pair MAC with the fixed IP", kPortA,
-       eth(kMacPair, kMacB, "IP(src='10.0.0.10',dst='10.0.0.11')/TCP(dport=80)"),
+      {"port MAC with pair prefix of another MAC", kPortA, tcp(kMacA, "10.0.1.200"),
        drop(DropReason::kSpoofedIp)},
-      {"port MAC with pair prefix of another MAC", kPortA,
-       eth(kMacA, kMacB, "IP(src='10.0.1.200',dst='10.0.0.11')/TCP(dport=80)"),
-       drop(DropReason::kSpoofedIp)},
-      {"/23 pair, upper half", kPortA,
-       eth(kMacA, kMacB, "IP(src='10.0.3.254',dst='10.0.0.11')/TCP(dport=80,flags='S')"),
-       out(kPortB, kTrackNew)},
-      {"/23 pair, just outside", kPortA,
-       eth(kMacA, kMacB, "IP(src='10.0.4.1',dst='10.0.0.11')/TCP(dport=80)"),
-       drop(DropReason::kSpoofedIp)},
-      {"IPv6 fixed IP", kPortA,
-       eth(kMacA, kMacC, "IPv6(src='fd00::a',dst='fd00::c')/TCP(dport=22,flags='S')"),
+      {"/23 pair, upper half", kPortA, tcp(kMacA, "10.0.3.254"), out(kPortB, kTrackNew)},
+      {"/23 pair, just outside", kPortA, tcp(kMacA, "10.0.4.1"), drop(DropReason::kSpoofedIp)},
+      {"IPv6 fixed IP", kPortA, Eth(kMacA, kMacC).ipv6("fd00::a", "fd00::c").tcp(20, 22),
        out(kPortC, kTrackNew)},
-      {"IPv6 link-local", kPortA,
-       eth(kMacA, kMacC, std::string("IPv6(src='") + kLinkLocalA +
-                             "',dst='fe80::c')/ICMPv6EchoRequest()"),
+      {"IPv6 link-local", kPortA, echo6(kMacA, kMacC, kLinkLocalA, "fe80::c"),
        out(kPortC, kTrackNew)},
-      {"IPv6 foreign link-local", kPortA,
-       eth(kMacA, kMacC, "IPv6(src='fe80::1',dst='fe80::c')/ICMPv6EchoRequest()"),
+      {"IPv6 foreign link-local", kPortA, echo6(kMacA, kMacC, "fe80::1", "fe80::c"),
        drop(DropReason::kSpoofedIp)},
-      {"IPv6 unspecified, not DAD", kPortA,
-       eth(kMacA, kMacC, "IPv6(src='::',dst='fd00::c')/UDP(dport=53)"),
+      {"IPv6 unspecified, not DAD", kPortA, Eth(kMacA, kMacC).ipv6("::", "fd00::c").udp(53, 53),
        drop(DropReason::kSpoofedIp)},
-      {"IPv6 DAD from ::", kPortA,
-       eth(kMacA, "33:33:ff:00:00:0a",
-           "IPv6(src='::',dst='ff02::1:ff00:a')/ICMPv6ND_NS(tgt='fd00::a')"),
+      {"IPv6 DAD from ::", kPortA, ns(kMacA, "33:33:ff:00:00:0a", "::", "ff02::1:ff00:a", "fd00::a"),
        flood()},
-      {"MLDv2 report from ::", kPortA,
-       eth(kMacA, "33:33:00:00:00:16", "IPv6(src='::',dst='ff02::16')/ICMPv6MLReport2()"),
-       flood()},
+      {"MLDv2 report from ::", kPortA, mld2_report(kMacA, "::"), flood()},
   });
 }
 
 TEST_F(PortSecurityTest, Arp) {
-  auto arp = [](const char* hwsrc, const char* psrc, int op = 1) {
-    return std::string("ARP(op=") + std::to_string(op) + ",hwsrc='" + hwsrc + "',psrc='" + psrc +
-           "',pdst='10.0.0.11')";
-  };
+  auto arp = [](const char* smac, const char* dmac, const char* hwsrc, const char* psrc,
+                uint16_t op = 1) { return Eth(smac, dmac).arp(op, psrc, "10.0.0.11", hwsrc); };
   check(*snap_, {
-      {"request", kPortA, eth(kMacA, kBcast, arp(kMacA, "10.0.0.10")), flood()},
-      {"reply to B", kPortA, eth(kMacA, kMacB, arp(kMacA, "10.0.0.10", 2)), out(kPortB)},
-      {"probe from 0.0.0.0", kPortA, eth(kMacA, kBcast, arp(kMacA, "0.0.0.0")), flood()},
-      {"sender MAC not the source", kPortA, eth(kMacA, kBcast, arp(kMacPair, "10.0.1.1")),
+      {"request", kPortA, arp(kMacA, kBcast, kMacA, "10.0.0.10"), flood()},
+      {"reply to B", kPortA, arp(kMacA, kMacB, kMacA, "10.0.0.10", 2), out(kPortB)},
+      {"probe from 0.0.0.0", kPortA, arp(kMacA, kBcast, kMacA, "0.0.0.0"), flood()},
+      {"sender MAC not the source", kPortA, arp(kMacA, kBcast, kMacPair, "10.0.1.1"),
        drop(DropReason::kSpoofedArp)},
-      {"sender IP not the port's", kPortA, eth(kMacA, kBcast, arp(kMacA, "10.0.0.11")),
+      {"sender IP not the port's", kPortA, arp(kMacA, kBcast, kMacA, "10.0.0.11"),
        drop(DropReason::kSpoofedArp)},
-      {"pair MAC with its prefix", kPortA, eth(kMacPair, kBcast, arp(kMacPair, "10.0.1.1")),
-       flood()},
-      {"pair MAC with the fixed IP", kPortA, eth(kMacPair, kBcast, arp(kMacPair, "10.0.0.10")),
+      {"pair MAC with its prefix", kPortA, arp(kMacPair, kBcast, kMacPair, "10.0.1.1"), flood()},
+      {"pair MAC with the fixed IP", kPortA, arp(kMacPair, kBcast, kMacPair, "10.0.0.10"),
        drop(DropReason::kSpoofedArp)},
-      {"foreign source MAC first", kPortA, eth(kMacB, kBcast, arp(kMacB, "10.0.0.11")),
+      {"foreign source MAC first", kPortA, arp(kMacB, kBcast, kMacB, "10.0.0.11"),
        drop(DropReason::kSpoofedMac)},
-      {"from the uplink to a secured VM", kUplink,
-       eth(kMacRemote, kMacA, arp(kMacRemote, "10.0.0.1", 2)), out(kPortA)},
+      {"from the uplink to a secured VM", kUplink, arp(kMacRemote, kMacA, kMacRemote, "10.0.0.1", 2),
+       out(kPortA)},
   });
 }
 
 TEST_F(PortSecurityTest, AlwaysAllowedAndAlwaysDropped) {
-  const std::string dhcp_discover =
-      "IP(src='0.0.0.0',dst='255.255.255.255')/UDP(sport=68,dport=67)/BOOTP()";
+  const uint8_t snap[] = {0xaa, 0xaa, 3, 0, 0, 0, 0, 0};  // LLC/SNAP, OUI 0, type 0
+  const std::vector<uint8_t> llc_snap(snap, snap + sizeof snap);
   check(*snap_, {
-      {"DHCP client from 0.0.0.0", kPortA, eth(kMacA, kBcast, dhcp_discover), flood()},
+      {"DHCP client from 0.0.0.0", kPortA,
+       Eth(kMacA, kBcast).ipv4("0.0.0.0", "255.255.255.255").udp(68, 67).bootp(), flood()},
       {"DHCP client unicast renew", kPortA,
-       eth(kMacA, kMacC, "IP(src='10.0.0.10',dst='10.0.0.12')/UDP(sport=68,dport=67)/BOOTP()"),
-       out(kPortC)},
+       Eth(kMacA, kMacC).ipv4("10.0.0.10", "10.0.0.12").udp(68, 67).bootp(), out(kPortC)},
       {"0.0.0.0 but not DHCP", kPortA,
-       eth(kMacA, kBcast, "IP(src='0.0.0.0',dst='255.255.255.255')/UDP(sport=68,dport=68)"),
+       Eth(kMacA, kBcast).ipv4("0.0.0.0", "255.255.255.255").udp(68, 68),
        drop(DropReason::kSpoofedIp)},
       {"DHCP server from a VM", kPortA,
-       eth(kMacA, kBcast,
-           "IP(src='10.0.0.10',dst='255.255.255.255')/UDP(sport=67,dport=68)/BOOTP(op=2)"),
+       Eth(kMacA, kBcast).ipv4("10.0.0.10", "255.255.255.255").udp(67, 68).bootp(2),
        drop(DropReason::kDhcpServerFromVm)},
-      {"DHCPv6 server from a VM", kPortA,
-       eth(kMacA, kMacC, "IPv6(src='fd00::a',dst='fd00::c')/UDP(sport=547,dport=546)"),
+      {"DHCPv6 server from a VM", kPortA, Eth(kMacA, kMacC).ipv6("fd00::a", "fd00::c").udp(547, 546),
        drop(DropReason::kDhcpServerFromVm)},
       {"DHCPv6 client", kPortA,
-       eth(kMacA, "33:33:00:01:00:02",
-           std::string("IPv6(src='") + kLinkLocalA + "',dst='ff02::1:2')/UDP(sport=546,dport=547)"),
-       flood()},
-      {"RA from a VM", kPortA,
-       eth(kMacA, "33:33:00:00:00:01",
-           std::string("IPv6(src='") + kLinkLocalA + "',dst='ff02::1')/ICMPv6ND_RA()"),
+       Eth(kMacA, "33:33:00:01:00:02").ipv6(kLinkLocalA, "ff02::1:2").udp(546, 547), flood()},
+      {"RA from a VM", kPortA, ra(kMacA, "33:33:00:00:00:01", kLinkLocalA),
        drop(DropReason::kRaFromVm)},
-      {"RS from a VM", kPortA,
-       eth(kMacA, "33:33:00:00:00:02",
-           std::string("IPv6(src='") + kLinkLocalA + "',dst='ff02::2')/ICMPv6ND_RS()"),
-       flood()},
+      {"RS from a VM", kPortA, rs(kMacA, kLinkLocalA), flood()},
       {"NA from a VM to B (no IPv6 ingress rule)", kPortA,
-       eth(kMacA, kMacB, "IPv6(src='fd00::a',dst='fd00::b')/ICMPv6ND_NA(tgt='fd00::a')"),
-       out(kPortB)},
-      {"other ethertype from a VM", kPortA, eth(kMacA, kMacB, "LLC()/SNAP()"),
+       na(kMacA, kMacB, "fd00::a", "fd00::b", "fd00::a"), out(kPortB)},
+      {"other ethertype from a VM", kPortA, Eth(kMacA, kMacB).type(0x8870).bytes(llc_snap),
        drop(DropReason::kEthertypeDenied)},
-      {"LLDP from a VM", kPortA, "Ether(src='02:00:00:00:00:0a',dst='01:80:c2:00:00:0e',type=0x88cc)",
+      {"802.3 frame (a length, LLC/SNAP) from a VM", kPortA,
+       Eth(kMacA, kMacB).type(uint16_t(llc_snap.size())).bytes(llc_snap),
        drop(DropReason::kEthertypeDenied)},
-      {"other ethertype to a VM", kUplink,
-       "Ether(src='02:00:00:00:99:01',dst='02:00:00:00:00:0a',type=0x88b5)",
+      {"LLDP from a VM", kPortA, Eth(kMacA, "01:80:c2:00:00:0e").type(0x88cc),
        drop(DropReason::kEthertypeDenied)},
-      {"other ethertype to an unsecured VM", kUplink,
-       "Ether(src='02:00:00:00:99:01',dst='02:00:00:00:00:0c',type=0x88b5)", out(kPortC)},
+      {"other ethertype to a VM", kUplink, Eth("02:00:00:00:99:01", kMacA).type(0x88b5),
+       drop(DropReason::kEthertypeDenied)},
+      {"other ethertype to an unsecured VM", kUplink, Eth("02:00:00:00:99:01", kMacC).type(0x88b5),
+       out(kPortC)},
       {"DHCP reply to a VM", kUplink,
-       eth(kMacRemote, kMacA, "IP(src='10.0.0.2',dst='10.0.0.10')/UDP(sport=67,dport=68)/BOOTP(op=2)"),
-       out(kPortA)},
-      {"RA to a VM", kUplink,
-       eth(kMacRemote, kMacA, "IPv6(src='fe80::1',dst='ff02::1')/ICMPv6ND_RA()"), out(kPortA)},
+       Eth(kMacRemote, kMacA).ipv4("10.0.0.2", "10.0.0.10").udp(67, 68).bootp(2), out(kPortA)},
+      {"RA to a VM", kUplink, ra(kMacRemote, kMacA, "fe80::1"), out(kPortA)},
   });
 }
 
 TEST_F(PortSecurityTest, EgressAndIngressRules) {
-  auto tcp = [](const char* src, const char* dst, int sport, int dport, const char* flags = "S") {
-    return std::string("IP(src='") + src + "',dst='" + dst + "')/TCP(sport=" +
-           std::to_string(sport) + ",dport=" + std::to_string(dport) + ",flags='" + flags + "')";
+  auto tcp = [](const char* smac, const char* dmac, const char* src, const char* dst, uint16_t sport,
+                uint16_t dport, uint8_t flags = 0x02) {
+    return Eth(smac, dmac).ipv4(src, dst).tcp(sport, dport, flags);
   };
   check(*snap_, {
-      {"A -> B:80, both sides allow", kPortA, eth(kMacA, kMacB, tcp("10.0.0.10", "10.0.0.11", 40000, 80)),
+      {"A -> B:80, both sides allow", kPortA, tcp(kMacA, kMacB, "10.0.0.10", "10.0.0.11", 40000, 80),
        out(kPortB, kTrackNew)},
       {"A -> B:22, B's ingress denies", kPortA,
-       eth(kMacA, kMacB, tcp("10.0.0.10", "10.0.0.11", 40000, 22)),
+       tcp(kMacA, kMacB, "10.0.0.10", "10.0.0.11", 40000, 22),
        out(kPortB, kActTrack, DropReason::kSgIngressDenied)},
       {"B's reply to A: A's ingress denies it as new", kPortB,
-       eth(kMacB, kMacA, tcp("10.0.0.11", "10.0.0.10", 80, 40000, "SA")),
+       tcp(kMacB, kMacA, "10.0.0.11", "10.0.0.10", 80, 40000, 0x12),
        out(kPortA, kActTrack, DropReason::kSgIngressDenied)},
-      {"D has no group: egress denies", kPortD, eth(kMacD, kMacB, tcp("10.0.0.13", "10.0.0.11", 40000, 80)),
+      {"D has no group: egress denies", kPortD, tcp(kMacD, kMacB, "10.0.0.13", "10.0.0.11", 40000, 80),
        out(kPortB, kActTrack, DropReason::kSgEgressDenied)},
       {"D -> C (unsecured): egress still denies", kPortD,
-       eth(kMacD, kMacC, tcp("10.0.0.13", "10.0.0.12", 40000, 80)),
+       tcp(kMacD, kMacC, "10.0.0.13", "10.0.0.12", 40000, 80),
        out(kPortC, kActTrack, DropReason::kSgEgressDenied)},
       {"A -> C (unsecured): egress allows", kPortA,
-       eth(kMacA, kMacC, tcp("10.0.0.10", "10.0.0.12", 40000, 22)), out(kPortC, kTrackNew)},
-      {"C (unsecured) -> A:80", kPortC, eth(kMacC, kMacA, tcp("10.0.0.12", "10.0.0.10", 40000, 80)),
+       tcp(kMacA, kMacC, "10.0.0.10", "10.0.0.12", 40000, 22), out(kPortC, kTrackNew)},
+      {"C (unsecured) -> A:80", kPortC, tcp(kMacC, kMacA, "10.0.0.12", "10.0.0.10", 40000, 80),
        out(kPortA, kTrackNew)},
-      {"C (unsecured) -> A:22", kPortC, eth(kMacC, kMacA, tcp("10.0.0.12", "10.0.0.10", 40000, 22)),
+      {"C (unsecured) -> A:22", kPortC, tcp(kMacC, kMacA, "10.0.0.12", "10.0.0.10", 40000, 22),
        out(kPortA, kActTrack, DropReason::kSgIngressDenied)},
-      {"uplink -> A:80", kUplink, eth(kMacRemote, kMacA, tcp("192.0.2.1", "10.0.0.10", 40000, 80)),
+      {"uplink -> A:80", kUplink, tcp(kMacRemote, kMacA, "192.0.2.1", "10.0.0.10", 40000, 80),
        out(kPortA, kTrackNew)},
-      {"uplink -> A:22", kUplink, eth(kMacRemote, kMacA, tcp("192.0.2.1", "10.0.0.10", 40000, 22)),
+      {"uplink -> A:22", kUplink, tcp(kMacRemote, kMacA, "192.0.2.1", "10.0.0.10", 40000, 22),
        out(kPortA, kActTrack, DropReason::kSgIngressDenied)},
-      {"uplink -> D (no group)", kUplink,
-       eth(kMacRemote, kMacD, tcp("192.0.2.1", "10.0.0.13", 40000, 80)),
+      {"uplink -> D (no group)", kUplink, tcp(kMacRemote, kMacD, "192.0.2.1", "10.0.0.13", 40000, 80),
        out(kPortD, kActTrack, DropReason::kSgIngressDenied)},
       {"uplink -> C: nothing to check", kUplink,
-       eth(kMacRemote, kMacC, tcp("192.0.2.1", "10.0.0.12", 40000, 22)), out(kPortC)},
-      {"ICMP echo uplink -> A", kUplink,
-       eth(kMacRemote, kMacA, "IP(src='192.0.2.1',dst='10.0.0.10')/ICMP()"),
+       tcp(kMacRemote, kMacC, "192.0.2.1", "10.0.0.12", 40000, 22), out(kPortC)},
+      {"ICMP echo uplink -> A", kUplink, Eth(kMacRemote, kMacA).ipv4("192.0.2.1", "10.0.0.10").icmp(),
        out(kPortA, kTrackNew)},
       {"IPv6 A -> B: B has no IPv6 ingress rule", kPortA,
-       eth(kMacA, kMacB, "IPv6(src='fd00::a',dst='fd00::b')/TCP(dport=80,flags='S')"),
+       Eth(kMacA, kMacB).ipv6("fd00::a", "fd00::b").tcp(20, 80),
        out(kPortB, kActTrack, DropReason::kSgIngressDenied)},
       {"later fragment A -> B: tracked, rules see no ports", kPortA,
-       eth(kMacA, kMacB, "IP(src='10.0.0.10',dst='10.0.0.11',proto=6,frag=100)/Raw(b'x'*16)"),
+       Eth(kMacA, kMacB).ipv4("10.0.0.10", "10.0.0.11").fragment(6, 100).fill('x', 16),
        out(kPortB, kActTrack, DropReason::kSgIngressDenied)},
   });
 }
@@ -269,40 +269,35 @@ TEST_F(PortSecurityTest, EgressAndIngressRules) {
 TEST_F(PortSecurityTest, FloodsCarryTheSendersSideOnly) {
   check(*snap_, {
       {"A broadcasts UDP: egress allows", kPortA,
-       eth(kMacA, kBcast, "IP(src='10.0.0.10',dst='10.0.0.255')/UDP(sport=5000,dport=5000)"),
-       flood(kTrackNew)},
-      {"A to an unknown MAC", kPortA,
-       eth(kMacA, kMacRemote, "IP(src='10.0.0.10',dst='192.0.2.1')/TCP(dport=22,flags='S')"),
+       Eth(kMacA, kBcast).ipv4("10.0.0.10", "10.0.0.255").udp(5000, 5000), flood(kTrackNew)},
+      {"A to an unknown MAC", kPortA, Eth(kMacA, kMacRemote).ipv4("10.0.0.10", "192.0.2.1").tcp(20, 22),
        flood(kTrackNew)},
       {"D broadcasts UDP: egress denies", kPortD,
-       eth(kMacD, kBcast, "IP(src='10.0.0.13',dst='10.0.0.255')/UDP(sport=5000,dport=5000)"),
+       Eth(kMacD, kBcast).ipv4("10.0.0.13", "10.0.0.255").udp(5000, 5000),
        flood(kActTrack, DropReason::kSgEgressDenied)},
       {"uplink broadcast: untracked, targets check per packet", kUplink,
-       eth(kMacRemote, kBcast, "IP(src='192.0.2.1',dst='255.255.255.255')/UDP(dport=5000)"),
-       flood()},
+       Eth(kMacRemote, kBcast).ipv4("192.0.2.1", "255.255.255.255").udp(53, 5000), flood()},
   });
 }
 
 TEST_F(PortSecurityTest, PortSecurityOffFiltersNothing) {
   check(*snap_, {
-      {"foreign MAC", kPortC, eth("02:00:00:00:00:ee", kMacB, "IP(src='10.9.9.9',dst='10.0.0.11')/TCP(dport=80,flags='S')"),
+      {"foreign MAC", kPortC, Eth("02:00:00:00:00:ee", kMacB).ipv4("10.9.9.9", "10.0.0.11").tcp(20, 80),
        out(kPortB, kTrackNew)},  // B's own ingress rules still apply
       {"foreign IP to the uplink", kPortC,
-       eth(kMacC, kMacRemote, "IP(src='10.9.9.9',dst='192.0.2.1')/UDP(sport=67,dport=68)"), flood()},
-      {"spoofed ARP", kPortC, eth(kMacC, kBcast, "ARP(hwsrc='02:00:00:00:00:01',psrc='10.0.0.1')"),
+       Eth(kMacC, kMacRemote).ipv4("10.9.9.9", "192.0.2.1").udp(67, 68), flood()},
+      {"spoofed ARP", kPortC, Eth(kMacC, kBcast).arp(1, "10.0.0.1", "0.0.0.0", "02:00:00:00:00:01"),
        flood()},
-      {"RA", kPortC, eth(kMacC, "33:33:00:00:00:01", "IPv6(src='fe80::c',dst='ff02::1')/ICMPv6ND_RA()"),
-       flood()},
-      {"other ethertype", kPortC, "Ether(src='02:00:00:00:00:0c',dst='02:00:00:00:99:01',type=0x88b5)",
-       flood()},
+      {"RA", kPortC, ra(kMacC, "33:33:00:00:00:01", "fe80::c"), flood()},
+      {"other ethertype", kPortC, Eth(kMacC, "02:00:00:00:99:01").type(0x88b5), flood()},
   });
 }
 
 TEST_F(PortSecurityTest, TraceExplainsEachStep) {
-  auto pkts = test::packets({
-      {kPortA, eth(kMacA, kMacB, "IP(src='10.0.0.10',dst='10.0.0.11')/TCP(sport=40000,dport=22,flags='S')")},
-      {kPortA, eth("02:00:00:00:00:ee", kMacB, "IP(src='10.0.0.10',dst='10.0.0.11')/TCP()")},
-      {kUplink, eth(kMacRemote, kBcast, "IP(src='192.0.2.1',dst='255.255.255.255')/UDP(dport=5000)")},
+  auto pkts = test::packets(std::vector<std::pair<uint16_t, Frame>>{
+      {kPortA, Eth(kMacA, kMacB).ipv4("10.0.0.10", "10.0.0.11").tcp(40000, 22)},
+      {kPortA, Eth("02:00:00:00:00:ee", kMacB).ipv4("10.0.0.10", "10.0.0.11").tcp()},
+      {kUplink, Eth(kMacRemote, kBcast).ipv4("192.0.2.1", "255.255.255.255").udp(53, 5000)},
   });
   ASSERT_EQ(pkts.size(), 3u);
   auto stages = [](const TraceResult& r) {
@@ -361,12 +356,12 @@ TEST_F(PortSecurityTest, TraceExplainsEachStep) {
 // ---- the helpers themselves --------------------------------------------------------
 
 TEST(PortSecurityHelpers, ReverseKey) {
-  auto pkts = test::packets({
-      {kPortB, eth(kMacB, kMacA, "IP(src='10.0.0.11',dst='10.0.0.10')/TCP(sport=80,dport=40000,flags='SA')")},
-      {kPortB, eth(kMacB, kMacA, "IP(src='10.0.0.11',dst='10.0.0.10')/ICMP(type=0,id=7)")},
-      {kPortB, eth(kMacB, kMacA, "IPv6(src='fd00::b',dst='fd00::a')/ICMPv6EchoReply(id=7)")},
-      {kPortB, eth(kMacB, kMacA, "IP(src='10.0.0.11',dst='10.0.0.10')/ICMP(type=14)")},
-      {kPortB, eth(kMacB, kMacA, "IPv6(src='fd00::b',dst='fd00::a')/ICMPv6DestUnreach()")},
+  auto pkts = test::packets(std::vector<std::pair<uint16_t, Frame>>{
+      {kPortB, Eth(kMacB, kMacA).ipv4("10.0.0.11", "10.0.0.10").tcp(80, 40000, 0x12)},
+      {kPortB, Eth(kMacB, kMacA).ipv4("10.0.0.11", "10.0.0.10").icmp(0, 0, 7)},
+      {kPortB, Eth(kMacB, kMacA).ipv6("fd00::b", "fd00::a").icmp6(129, 0, {0, 7, 0, 0})},
+      {kPortB, Eth(kMacB, kMacA).ipv4("10.0.0.11", "10.0.0.10").icmp(14)},
+      {kPortB, Eth(kMacB, kMacA).ipv6("fd00::b", "fd00::a").icmp6(1, 0, {0, 0, 0, 0})},
   });
   ASSERT_EQ(pkts.size(), 5u);
   const FlowKey tcp = reverse_key(pkts[0].key, kPortA);

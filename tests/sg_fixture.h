@@ -191,18 +191,4 @@ inline std::vector<Pkt> packets(const std::vector<std::pair<uint16_t, Frame>>& l
   return out;
 }
 
-// Each (in_port, scapy expression): one scapy run for all (frames
-// frame_builder.h does not make: DHCP, router advertisements, MLD, LLC).
-inline std::vector<Pkt> packets(const std::vector<std::pair<uint16_t, std::string>>& list) {
-  std::string exprs = "[";
-  for (auto& [port, e] : list) exprs += e + ",";
-  exprs += "]";
-  std::vector<Frame> frames = scapy(exprs);
-  EXPECT_EQ(frames.size(), list.size());
-  std::vector<std::pair<uint16_t, Frame>> made;
-  for (size_t i = 0; i < frames.size() && i < list.size(); i++)
-    made.emplace_back(list[i].first, std::move(frames[i]));
-  return packets(made);
-}
-
 }  // namespace strait::test
