@@ -288,6 +288,12 @@ TEST_F(EtcdTest, RefusedDocumentsSayWhyAndTheRestWorks) {
                                           {"segmentation_id", 4095}}}}));
   put(port_key(6), port_doc(6, "fa:16:3e:00:00:06", 100,
                             {{"security_groups", {"00000000-0000-4000-8000-00000000dead"}}}));
+  // Keys that name no id, one not even UTF-8 (etcd keys are bytes): once,
+  // the reason quoting it made writing the group's state throw.
+  const std::string bad_group = "g\xb1", bad_port = std::string("/nodes/") + kHost + "/ports/p\xff";
+  put("/global/secgroups/" + bad_group, json{{"rules", json::array()}});
+  put(bad_port, port_doc(7, "fa:16:3e:00:00:07"));
+  put(std::string("/global/remote_group/") + kGroup + "/\xfe", json{{"addresses", {"10.0.0.9"}}});
   start();
   ASSERT_TRUE(until([&] {
     return state_is(1, "bound") && state_is(2, "error") && state_is(3, "error") &&
@@ -300,6 +306,17 @@ TEST_F(EtcdTest, RefusedDocumentsSayWhyAndTheRestWorks) {
   EXPECT_NE(state(5)["reason"].get<std::string>().find("segmentation_id"), std::string::npos)
       << state(5);
   EXPECT_NE(state(6)["reason"].get<std::string>().find("dead"), std::string::npos) << state(6);
+  auto bad_group_state = [&]() -> json {
+    auto r = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/secgroups/" + bad_group);
+    return r && !r->kvs.empty() ? json::parse(r->kvs[0].value) : json();
+  };
+  ASSERT_TRUE(until([&] { return !bad_group_state().is_null(); }));
+  EXPECT_NE(bad_group_state()["reason"].get<std::string>().find("is not a valid id"), std::string::npos)
+      << bad_group_state();
+  const std::string intake =
+      agent_->status()["intake"].dump(-1, ' ', false, json::error_handler_t::replace);
+  EXPECT_NE(intake.find("is not a port UUID"), std::string::npos) << intake;
+  EXPECT_NE(intake.find("is not GROUP_ID/PORT_UUID"), std::string::npos) << intake;
   EXPECT_EQ(model().ports().size(), 1u);
   EXPECT_FALSE(model().network("net-gre"));
   EXPECT_FALSE(model().network("net-bad-vlan"));

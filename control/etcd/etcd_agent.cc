@@ -221,7 +221,8 @@ void EtcdAgent::write_state(const std::string& rel, const json* state) {
   const std::string key = keys_.states + rel;
   std::lock_guard lk(mu_);
   if (state) {
-    std::string v = state->dump();
+    // Never throws: a reason may quote what a document held.
+    std::string v = state->dump(-1, ' ', false, json::error_handler_t::replace);
     written_[key] = v;
     outbox_[key] = std::move(v);
   } else {

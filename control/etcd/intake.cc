@@ -41,6 +41,8 @@ const char* kRuleFields[] = {"id", "direction", "ethertype", "protocol", "port_r
 }  // namespace
 
 Result<PortDoc> parse_port_doc(const std::string& id, const std::string& text) {
+  if (canonical_uuid(id).empty())
+    return invalid("port document key: " + json_quoted(id) + " is not a port UUID");
   const std::string what = "port document " + id;
   auto j = parse_doc(what, text);
   if (!j) return j.error();
@@ -75,6 +77,8 @@ Result<PortDoc> parse_port_doc(const std::string& id, const std::string& text) {
 }
 
 Result<json> parse_group_doc(const std::string& id, const std::string& text) {
+  if (!is_valid_id(id))
+    return invalid("security group document key: " + json_quoted(id) + " is not a valid id");
   const std::string what = "security group document " + id;
   auto j = parse_doc(what, text);
   if (!j) return j.error();
@@ -101,9 +105,12 @@ Result<json> parse_group_doc(const std::string& id, const std::string& text) {
 
 Result<json> parse_member_doc(const std::string& key, const std::string* text) {
   const size_t slash = key.find('/');
-  json params = {{"id", key.substr(0, slash)},
-                 {"port", slash == std::string::npos ? std::string() : key.substr(slash + 1)},
-                 {"addresses", json::array()}};
+  const std::string gid = key.substr(0, slash),
+                    port = slash == std::string::npos ? std::string() : key.substr(slash + 1);
+  if (!is_valid_id(gid) || canonical_uuid(port).empty())
+    return invalid("remote member document key: " + json_quoted(key) +
+                   " is not GROUP_ID/PORT_UUID");
+  json params = {{"id", gid}, {"port", port}, {"addresses", json::array()}};
   if (text) {
     auto doc = parse_doc("remote member document " + key, *text);
     if (!doc) return doc.error();
