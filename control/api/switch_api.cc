@@ -361,8 +361,8 @@ json Switch::show_switch() const {
   for (const auto& w : workers_) {
     json rxq = json::array();
     for (const dp::RxQueue& q : s->rx_by_worker[w->id()])
-      rxq.push_back({{"port", q.port}, {"queue", q.queue}, {"cycles", rxq_cycles(q.port, q.queue)},
-                     {"packets", rxq_packets(q.port, q.queue)}});
+      rxq.push_back({{"port", q.port}, {"queue", q.queue}, {"cycles", rebalancer_.cycles(q.port, q.queue)},
+                     {"packets", rebalancer_.packets(q.port, q.queue)}});
     workers.push_back({{"id", w->id()}, {"lcore", w->lcore()}, {"rx_queues", rxq}});
   }
   json physnets = json::array();
@@ -382,9 +382,7 @@ json Switch::show_switch() const {
           {"conntrack", ct_->json()},
           {"security_groups", sg_json()},
           {"recorded_config", recorded_config_json(recorded_)},
-          {"rebalance", {{"interval_s", cfg_.rebalance_interval_s},
-                         {"improvement_pct", cfg_.rebalance_improvement_pct},
-                         {"automatic", rebalance_.automatic}, {"in_progress", rebalance_.moving}}}};
+          {"rebalance", rebalancer_.status()}};
 }
 
 // The packet buffers (not OVS's fixed 788 MB per NUMA node per MTU): the

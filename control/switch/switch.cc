@@ -32,6 +32,11 @@ Switch::Switch(const Config& cfg)
       model_(cfg.physnets),
       publisher_(&shared_),
       ports_(dp::kMaxPorts, static_cast<uint16_t>(cfg.worker_lcores.size())),
+      rebalancer_(workers_, ports_, cfg.rebalance_interval_s, cfg.rebalance_improvement_pct,
+                  [this](std::function<void()> then) {
+                    republish();
+                    publisher_.after_grace(std::move(then));
+                  }),
       learned_(dp::kMaxLearned, kMaxLearnedPerNetwork),
       vteps_(cfg.vtep && cfg.vtep->next_hop ? std::optional(ipv4_be32(*cfg.vtep->next_hop))
                                              : std::nullopt,
@@ -292,7 +297,7 @@ void Switch::poll() {
   age_learned();
   poll_cache_dumps();
   ct_->poll();
-  poll_rebalance(shared_.now_sec.load(std::memory_order_relaxed));
+  rebalancer_.poll(shared_.now_sec.load(std::memory_order_relaxed));
   free_retired_pools();
 }
 

@@ -25,7 +25,7 @@
 #include "control/model/store.h"
 #include "control/ops/cache_dumps.h"
 #include "control/ops/event_log.h"
-#include "control/ops/rxq_balance.h"
+#include "control/ops/rebalancer.h"
 #include "control/switch/conntrack_upkeep.h"
 #include "control/switch/mac_table.h"
 #include "control/switch/port_table.h"
@@ -203,28 +203,10 @@ class Switch {
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;
 
-  // Rx queue loads and their rebalance (switch_rebalance.cc).
-  struct RxqRef {
-    std::string name;  // port id, or physnet:NAME
-    DpPort* port;
-    RxqLoad load;      // cycles since the last rebalance (or start)
-  };
-  struct RebalancePlan {
-    std::vector<RxqRef> queues;
-    std::vector<uint16_t> owner;  // by queue: its worker after the plan
-    std::vector<uint64_t> load_before, load_after;  // by worker
-  };
-  uint64_t rxq_cycles(uint16_t dp, uint16_t q) const;   // all workers, since start
-  uint64_t rxq_packets(uint16_t dp, uint16_t q) const;
-  std::vector<RxqRef> live_rx_queues();
-  void reset_rxq_window();
-  // Owners unchanged unless the plan lowers the busiest worker's load.
-  RebalancePlan plan_rebalance();
-  void workers_rebalance(const nlohmann::json& params, Done done);
-  // Moves the planned queues (two snapshots a grace period apart); `then`
-  // runs once the new workers poll them.
-  void move_rx_queues(const RebalancePlan& plan, std::function<void()> then);
-  void poll_rebalance(uint32_t now_sec);
+  // workers.rebalance (control/ops/rebalancer.h).
+  void workers_rebalance(const nlohmann::json& params, Done done) {
+    rebalancer_.request(params, std::move(done));
+  }
   std::vector<uint64_t> port_counter_sums(uint16_t dp) const;
   void drain_learn_events();
   // A local VLAN released with its network's last port may be reused by
@@ -264,15 +246,10 @@ class Switch {
   rte_mempool* pool_ = nullptr;              // shared: vhost rx, copies, tunnel headers
   std::vector<rte_mempool*> retired_pools_;  // of closed ethdevs, until their buffers are back
   std::vector<std::unique_ptr<dp::Worker>> workers_;
-  struct {
-    std::map<uint64_t, uint64_t> base;  // (dp << 16 | queue) -> rxq_cycles at the window's start
-    bool moving = false;                // queues are being moved
-    uint32_t last_sec = 0;              // the automatic one's last look
-    uint64_t automatic = 0;             // automatic rebalances done
-  } rebalance_;
   bool running_ = false;
 
   PortTable ports_;  // ports and uplinks as the datapath has them
+  Rebalancer rebalancer_;  // rx queues between workers by their load
   MacTable learned_;  // MACs learned behind physnets and remote VTEPs
   EventLog events_;
   uint64_t start_tsc_ = 0;
