@@ -60,12 +60,15 @@ tsan: deps
 
 # libFuzzer targets (tests/README.md "Fuzzing"), built with clang in
 # build-fuzz, each run FUZZ_SECONDS (or FUZZ_RUNS inputs, within it);
-# FUZZ_TARGETS='parse api' picks some.
+# FUZZ_TARGETS='parse api' picks some; FUZZ_SANITIZE=undefined builds
+# without ASan, in build-fuzz-undefined.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 FUZZ_RUNS ?=
+FUZZ_SANITIZE ?=
 fuzz: deps
-	FUZZ_RUNS=$(FUZZ_RUNS) bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_SANITIZE=$(FUZZ_SANITIZE) \
+	  bash scripts/fuzz.sh build-fuzz$(if $(FUZZ_SANITIZE),-$(FUZZ_SANITIZE)) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 demo: build
 	bash scripts/demo.sh $(BUILD)
