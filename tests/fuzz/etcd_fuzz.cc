@@ -108,13 +108,8 @@ Status apply(Model& m, std::string_view line) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool verbose = std::getenv("STRAIT_FUZZ_VERBOSE") != nullptr;
-  if (size > 65536) return 0;
-  std::string_view in(reinterpret_cast<const char*>(data), size);
   Model model = fresh_model();
-  for (int n = 0; n < 64 && !in.empty(); n++) {
-    const size_t nl = in.find('\n');
-    const std::string_view line = in.substr(0, nl);
-    in = nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
+  for (std::string_view line : strait::fuzz::input_lines(data, size)) {
     Status st = apply(model, line);
     if (!st) check_error(st.error());
     if (verbose)

@@ -4,7 +4,9 @@
 // model holds comes back the same through the store's rows).
 #include <map>
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/model/model.h"
@@ -13,6 +15,20 @@
 #include "tests/model_dump.h"
 
 namespace strait::fuzz {
+
+// An input of the API and etcd targets: its lines, at most 64 (none when
+// it is over 64 KiB).
+inline std::vector<std::string_view> input_lines(const uint8_t* data, size_t size) {
+  std::vector<std::string_view> out;
+  if (size > 65536) return out;
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  while (out.size() < 64 && !in.empty()) {
+    const size_t nl = in.find('\n');
+    out.push_back(in.substr(0, nl));
+    in = nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
+  }
+  return out;
+}
 
 inline ctl::Model fresh_model() {
   ctl::Model m(std::map<std::string, std::string>{{"physnet1", "net_ring0"}, {"physnet2", "net_ring1"}});
