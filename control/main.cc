@@ -116,9 +116,11 @@ int run(const Config& cfg) {
     watcher = std::make_unique<strait::ctl::LibvirtWatcher>(
         loop, cfg.libvirt_uri,
         strait::ctl::LibvirtWatcher::Callbacks{
-            [s](const strait::ctl::DomainEvent& ev) { s->on_domain_event(ev); },
-            [s](const std::vector<strait::ctl::DomainState>& d) { s->on_domain_listing(d); }});
-    s->set_watcher(watcher.get());
+            [s](const strait::ctl::DomainEvent& ev) { s->lifecycle().on_domain_event(ev); },
+            [s](const std::vector<strait::ctl::DomainState>& d) {
+              s->lifecycle().on_domain_listing(d);
+            }});
+    s->lifecycle().set_watcher(watcher.get());
     watcher->start();
   }
   // Desired state from etcd (neutron's ML2 driver), when configured: the
@@ -144,7 +146,7 @@ int run(const Config& cfg) {
     etcd.reset();
   }
   if (watcher) {
-    (*sw)->set_watcher(nullptr);
+    (*sw)->lifecycle().set_watcher(nullptr);
     watcher.reset();
   }
   strait::ctl::telemetry_shutdown();

@@ -95,7 +95,8 @@ class LifecycleTest : public ::testing::Test {
     return x + "</devices></domain>";
   }
   void event(Kind k, bool with_interface = true, const std::string& device = "") {
-    h_->sw().on_domain_event({k, kDomUuid, "instance-0001", domain_xml(with_interface), device});
+    h_->sw().lifecycle().on_domain_event(
+        {k, kDomUuid, "instance-0001", domain_xml(with_interface), device});
   }
   json port() { return h_->ok("port.show", {{"id", uuid(1)}}); }
   std::string domain_state() {
@@ -340,11 +341,11 @@ TEST_F(LifecycleTest, ListingReconcilesRunningAndVanishedDomainsF2F3) {
   connect_guest();
   ASSERT_TRUE(wait_state("up"));
   EXPECT_EQ(take_events(), ev({"port-up", "vif-plugged"}));
-  h_->sw().on_domain_listing({{kDomUuid, "instance-0001", true, true, domain_xml()}});
+  h_->sw().lifecycle().on_domain_listing({{kDomUuid, "instance-0001", true, true, domain_xml()}});
   EXPECT_EQ(port()["domain"]["state"], "running");
   expect_rules_in_force();
   EXPECT_EQ(take_events(), ev({}));
-  h_->sw().on_domain_listing({});  // libvirt came back without it
+  h_->sw().lifecycle().on_domain_listing({});  // libvirt came back without it
   ASSERT_TRUE(wait_state("down"));
   EXPECT_EQ(port()["domain"]["state"], "undefined");
   EXPECT_EQ(take_events(), ev({"port-down"}));
@@ -358,14 +359,14 @@ TEST_F(LifecycleTest, BadDomainXmlAndUnknownInterfacesAreCountedSkips) {
   connect_guest();
   ASSERT_TRUE(wait_state("up"));
   const json before = port();
-  auto& sw = h_->sw();
-  sw.on_domain_event({Kind::kStopped, kDomUuid, "x", "<domain><name>x</name><devices><inter", ""});
-  sw.on_domain_event({Kind::kStopped, "6f1c2a9e-0000-4000-8000-00000000000b", "other",
-                      "<domain><name>other</name><devices><interface type='vhostuser'>"
-                      "<mac address='02:00:00:00:77:77'/><source type='unix' path='/nowhere/sock' "
-                      "mode='server'/></interface></devices></domain>",
-                      ""});
-  sw.on_domain_event({Kind::kStarted, "", "", "\x01\x02 not xml at all", ""});
+  ctl::Lifecycle& life = h_->sw().lifecycle();
+  life.on_domain_event({Kind::kStopped, kDomUuid, "x", "<domain><name>x</name><devices><inter", ""});
+  life.on_domain_event({Kind::kStopped, "6f1c2a9e-0000-4000-8000-00000000000b", "other",
+                        "<domain><name>other</name><devices><interface type='vhostuser'>"
+                        "<mac address='02:00:00:00:77:77'/><source type='unix' path='/nowhere/sock' "
+                        "mode='server'/></interface></devices></domain>",
+                        ""});
+  life.on_domain_event({Kind::kStarted, "", "", "\x01\x02 not xml at all", ""});
   h_->pump(std::chrono::milliseconds(50));
   const json after = port();
   EXPECT_EQ(after["state"], "up");
@@ -382,11 +383,11 @@ TEST_F(LifecycleTest, BadDomainXmlAndUnknownInterfacesAreCountedSkips) {
 // port's rules are in force (or it forwards nothing) and the events are exact.
 TEST_F(LifecycleTest, TestDriverLifecycleThroughWatcherKeepsRulesF1F6) {
   static ctl::EventLoop loop;  // libvirt keeps one event implementation per process
-  auto& sw = h_->sw();
+  ctl::Lifecycle& life = h_->sw().lifecycle();
   ctl::LibvirtWatcher watcher(loop, "test:///default",
-                              {[&](const ctl::DomainEvent& e) { sw.on_domain_event(e); },
-                               [&](const std::vector<ctl::DomainState>& d) { sw.on_domain_listing(d); }});
-  sw.set_watcher(&watcher);
+                              {[&](const ctl::DomainEvent& e) { life.on_domain_event(e); },
+                               [&](const std::vector<ctl::DomainState>& d) { life.on_domain_listing(d); }});
+  life.set_watcher(&watcher);
   watcher.start();
   auto pump_until = [&](auto pred) {
     for (int i = 0; i < 300 && !pred(); i++) {
@@ -442,7 +443,7 @@ TEST_F(LifecycleTest, TestDriverLifecycleThroughWatcherKeepsRulesF1F6) {
   EXPECT_GE(lc["handled"].value("started", 0), 1);
   virDomainFree(dom);
   virConnectClose(conn);
-  sw.set_watcher(nullptr);
+  life.set_watcher(nullptr);
 }
 
 }  // namespace

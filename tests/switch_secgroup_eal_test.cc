@@ -225,13 +225,14 @@ TEST_F(SecGroupTest, StoppedInstanceLosesItsConnections) {
   ASSERT_EQ(pass(b, a, reply, 1), 1u);
   const uint64_t generation = h_->ok("stats")["generation"].get<uint64_t>();
   // libvirt says A's instance stopped (its interface found by MAC).
-  h_->sw().on_domain_event({ctl::DomainEvent::Kind::kStopped, "6f1c2a9e-0000-4000-8000-0000000000aa",
-                            "instance-a",
-                            std::string("<domain><name>instance-a</name><devices><interface "
-                                        "type='vhostuser'><mac address='") +
-                                kMacA + "'/><source type='unix' path='/nowhere/a.sock' mode='server'/>"
-                                        "</interface></devices></domain>",
-                            ""});
+  h_->sw().lifecycle().on_domain_event(
+      {ctl::DomainEvent::Kind::kStopped, "6f1c2a9e-0000-4000-8000-0000000000aa", "instance-a",
+       std::string("<domain><name>instance-a</name><devices><interface "
+                   "type='vhostuser'><mac address='") +
+           kMacA +
+           "'/><source type='unix' path='/nowhere/a.sock' mode='server'/>"
+           "</interface></devices></domain>",
+       ""});
   h_->pump(std::chrono::milliseconds(50));
   EXPECT_EQ(entries(), 0u);
   EXPECT_EQ(h_->ok("stats")["conntrack"]["flushed"].get<uint64_t>(), 2u);

@@ -1,5 +1,6 @@
 // The API of Switch: the method table, and the methods of networks, port
-// bindings and the switch as a whole. Each change goes through apply() and a
+// bindings and updates, and the switch as a whole (those of security groups,
+// tunnels and rx queues are their components'). Each change goes through apply() and a
 // refusal leaves no trace (docs/api.md).
 #include <algorithm>
 
@@ -49,36 +50,53 @@ json drops_json(const std::vector<uint64_t>& v, size_t first) {
 
 }  // namespace
 
+namespace {
+
+// A handler of the table: a method of the switch, or of one of its components.
+template <auto Fn>
+void own(Switch& sw, const json& params, Done done) {
+  (sw.*Fn)(params, std::move(done));
+}
+template <auto Part, auto Fn>
+void in(Switch& sw, const json& params, Done done) {
+  ((sw.*Part).*Fn)(params, std::move(done));
+}
+
+}  // namespace
+
 const std::vector<Switch::Method>& Switch::methods() {
   static const std::vector<Method> kMethods = {
-      {"network.create", &Switch::network_create, Kind::kDesired},
-      {"network.delete", &Switch::network_delete, Kind::kDesired},
-      {"network.list", &Switch::network_list, Kind::kQuery},
-      {"port.bind", &Switch::port_bind, Kind::kDesired},
-      {"port.unbind", &Switch::port_unbind, Kind::kDesired},
-      {"port.update", &Switch::port_update, Kind::kDesired},
-      {"security_group.create", &Switch::security_group_create, Kind::kDesired},
-      {"security_group.delete", &Switch::security_group_delete, Kind::kDesired},
-      {"security_group.update", &Switch::security_group_update, Kind::kDesired},
-      {"security_group.list", &Switch::security_group_list, Kind::kQuery},
-      {"security_group.show", &Switch::security_group_show, Kind::kQuery},
-      {"security_group_rule.create", &Switch::sg_rule_create, Kind::kDesired},
-      {"security_group_rule.delete", &Switch::sg_rule_delete, Kind::kDesired},
-      {"security_group.remote_member", &Switch::sg_remote_member, Kind::kDesired},
-      {"port.list", &Switch::port_list, Kind::kQuery},
-      {"port.show", &Switch::port_show, Kind::kQuery},
-      {"port.capture", &Switch::port_capture, Kind::kLive},
-      {"show", &Switch::show_method, Kind::kQuery},
-      {"stats", &Switch::stats_method, Kind::kQuery},
-      {"trace", &Switch::trace, Kind::kQuery},
-      {"cache.dump", &Switch::cache_dump, Kind::kQuery},
-      {"tunnel.fdb.add", &Switch::tunnel_fdb_add, Kind::kDesired},
-      {"tunnel.fdb.delete", &Switch::tunnel_fdb_delete, Kind::kDesired},
-      {"tunnel.flood.set", &Switch::tunnel_flood_set, Kind::kDesired},
-      {"tunnel.show", &Switch::tunnel_show, Kind::kQuery},
-      {"workers.rebalance", &Switch::workers_rebalance, Kind::kLive},
-      {"physnet.restart", &Switch::physnet_restart, Kind::kLive},
-      {"log.level", &Switch::log_level, Kind::kLive},
+      {"network.create", own<&Switch::network_create>, Kind::kDesired},
+      {"network.delete", own<&Switch::network_delete>, Kind::kDesired},
+      {"network.list", own<&Switch::network_list>, Kind::kQuery},
+      {"port.bind", own<&Switch::port_bind>, Kind::kDesired},
+      {"port.unbind", own<&Switch::port_unbind>, Kind::kDesired},
+      {"port.update", own<&Switch::port_update>, Kind::kDesired},
+      {"security_group.create", in<&Switch::groups_, &SecurityGroups::create>, Kind::kDesired},
+      {"security_group.delete", in<&Switch::groups_, &SecurityGroups::remove>, Kind::kDesired},
+      {"security_group.update", in<&Switch::groups_, &SecurityGroups::update>, Kind::kDesired},
+      {"security_group.list", in<&Switch::groups_, &SecurityGroups::list>, Kind::kQuery},
+      {"security_group.show", in<&Switch::groups_, &SecurityGroups::show>, Kind::kQuery},
+      {"security_group_rule.create", in<&Switch::groups_, &SecurityGroups::rule_create>,
+       Kind::kDesired},
+      {"security_group_rule.delete", in<&Switch::groups_, &SecurityGroups::rule_delete>,
+       Kind::kDesired},
+      {"security_group.remote_member", in<&Switch::groups_, &SecurityGroups::remote_member>,
+       Kind::kDesired},
+      {"port.list", own<&Switch::port_list>, Kind::kQuery},
+      {"port.show", own<&Switch::port_show>, Kind::kQuery},
+      {"port.capture", own<&Switch::port_capture>, Kind::kLive},
+      {"show", own<&Switch::show_method>, Kind::kQuery},
+      {"stats", own<&Switch::stats_method>, Kind::kQuery},
+      {"trace", own<&Switch::trace>, Kind::kQuery},
+      {"cache.dump", own<&Switch::cache_dump>, Kind::kQuery},
+      {"tunnel.fdb.add", in<&Switch::tunnels_, &Tunnels::fdb_add>, Kind::kDesired},
+      {"tunnel.fdb.delete", in<&Switch::tunnels_, &Tunnels::fdb_delete>, Kind::kDesired},
+      {"tunnel.flood.set", in<&Switch::tunnels_, &Tunnels::flood_set>, Kind::kDesired},
+      {"tunnel.show", in<&Switch::tunnels_, &Tunnels::show>, Kind::kQuery},
+      {"workers.rebalance", in<&Switch::rebalancer_, &Rebalancer::request>, Kind::kLive},
+      {"physnet.restart", own<&Switch::physnet_restart>, Kind::kLive},
+      {"log.level", own<&Switch::log_level>, Kind::kLive},
   };
   return kMethods;
 }
@@ -106,7 +124,7 @@ void Switch::call(const std::string& method, const json& params, Done done, Orig
       done(std::move(reply));
     };
   }
-  (this->*m->handler)(params, std::move(done));
+  m->handler(*this, params, std::move(done));
 }
 
 void Switch::network_list(const json&, Done done) {
@@ -127,20 +145,6 @@ void Switch::port_show(const json& params, Done done) {
   const PortSpec* p = model_.port(*id);
   if (!p) return done(error_reply(not_found("port " + *id + " is not bound")));
   done(ok_reply(port_json(*p)));
-}
-
-void Switch::security_group_list(const json&, Done done) {
-  json groups = json::array();
-  for (const auto& [id, g] : model_.security_groups()) groups.push_back(security_group_json(g));
-  done(ok_reply({{"security_groups", groups}}));
-}
-
-void Switch::security_group_show(const json& params, Done done) {
-  auto id = id_param(params);
-  if (!id) return done(error_reply(id.error()));
-  const SecurityGroup* g = model_.security_group(*id);
-  if (!g) return done(error_reply(not_found("security group " + *id + " does not exist")));
-  done(ok_reply(security_group_json(*g)));
 }
 
 void Switch::show_method(const json&, Done done) { done(ok_reply(show())); }
@@ -298,6 +302,29 @@ void Switch::port_unbind(const json& params, Done done) {
   });
 }
 
+void Switch::port_update(const json& params, Done done) {
+  auto u = parse_port_update(params);
+  if (!u) return done(error_reply(u.error()));
+  auto spec = model_.updated_port(*u);
+  if (!spec) return done(error_reply(spec.error()));
+  const PortSpec before = *model_.port(spec->id);
+  const uint16_t lvlan = model_.local_vlan(spec->network);
+  Status st = apply({.model = [&](Model& m) { return m.update_port(*spec); },
+                     .save = [&](const Model&) { return store_->put_port(*spec, lvlan); }});
+  if (!st) return done(error_reply(st.error()));
+  // Connections of addresses the port no longer has end with them.
+  std::vector<IpAddr> gone;
+  for (const IpAddr& a : before.fixed_ips)
+    if (std::find(spec->fixed_ips.begin(), spec->fixed_ips.end(), a) == spec->fixed_ips.end())
+      gone.push_back(a);
+  if (!gone.empty()) ct_->flush_port_after_grace(before, lvlan, std::move(gone));
+  const std::string id = spec->id;
+  publisher_.after_grace([this, id, done = std::move(done)] {
+    const PortSpec* p = model_.port(id);
+    done(p ? ok_reply(port_json(*p)) : error_reply(not_found("port " + id + " was unbound")));
+  });
+}
+
 // straitd's log level, and DPDK's with it, changed at run time (an
 // operator chasing a problem at 3 a.m. must not restart the switch).
 void Switch::log_level(const json& params, Done done) {
@@ -377,10 +404,10 @@ json Switch::show_switch() const {
   for (const auto& [id, p] : model_.ports()) ports.push_back(port_json(p));
   return {{"version", STRAIT_VERSION}, {"generation", publisher_.generation()},
           {"workers", workers}, {"physnets", physnets}, {"networks", nets}, {"ports", ports},
-          {"learned_macs", learned_.size()}, {"libvirt", lifecycle_json()},
+          {"learned_macs", learned_.size()}, {"libvirt", lifecycle_.status()},
           {"mempool", mempool_json()}, {"memory", eal_memory_json()},
           {"conntrack", ct_->json()},
-          {"security_groups", sg_json()},
+          {"security_groups", groups_.status()},
           {"recorded_config", recorded_config_json(recorded_)},
           {"rebalance", rebalancer_.status()}};
 }

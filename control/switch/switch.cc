@@ -38,10 +38,13 @@ Switch::Switch(const Config& cfg)
                     publisher_.after_grace(std::move(then));
                   }),
       learned_(dp::kMaxLearned, kMaxLearnedPerNetwork),
-      vteps_(cfg.vtep && cfg.vtep->next_hop ? std::optional(ipv4_be32(*cfg.vtep->next_hop))
-                                             : std::nullopt,
-             cfg.vtep ? cfg.vtep->next_hop_mac : std::nullopt),
-      offload_(cfg.offload_rte_flow) {
+      offload_(cfg.offload_rte_flow),
+      groups_(*this),
+      tunnels_(cfg.vtep, *this, ports_, learned_, workers_),
+      lifecycle_(cfg.vhost_socket_dir, *this, ports_,
+                 {.replug = [this](const std::string& id, PortRuntime& p) { return replug(id, p); },
+                  .unplug = [this](const std::string& id, PortRuntime& p) { unplug(id, p); },
+                  .take_down = [this](const std::string& id, PortRuntime& p) { take_down(id, p); }}) {
   model_.set_vlan_ranges(cfg.vlan_ranges);
   if (cfg.vtep) model_.set_vxlan({true, cfg.vtep->local_ip, cfg.vtep->underlay_mtu});
 }
@@ -110,7 +113,7 @@ Result<std::unique_ptr<Switch>> Switch::create(const Config& cfg) {
   if (Status st = sw->store_->record_config(sw->recorded_); !st) return st.error();
   sw->republish();  // one snapshot with everything, before any worker runs
   // Leftovers of ports that no longer exist go once the new state is live (F3).
-  sw->publisher_.after_grace([s = sw.get()] { s->clean_socket_dir(); });
+  sw->publisher_.after_grace([s = sw.get()] { s->lifecycle_.clean_socket_dir(); });
   return sw;
 }
 
@@ -143,9 +146,9 @@ Status Switch::restore(const Store::Saved& saved) {
   }
   // Every port's rules are compiled before the first snapshot enables any
   // port (F1, F11).
-  auto sets = sg_.prepare(model_);
+  auto sets = groups_.prepare(model_);
   if (!sets) return Error{sets.error().code, store_->path() + ": " + sets.error().message};
-  sg_.commit(std::move(*sets));
+  groups_.commit(std::move(*sets));
   spdlog::info("restored {} security group(s), {} network(s), {} port(s) from {}",
                saved.security_groups.size(), saved.networks.size(), saved.ports.size(),
                store_->path());
@@ -252,7 +255,7 @@ void Switch::stop_workers() {
 Status Switch::apply(const Change& c) {
   Model next = model_;
   if (Status st = c.model(next); !st) return st;
-  auto sets = sg_.prepare(next);  // the classifiers the new model needs, built aside
+  auto sets = groups_.prepare(next);  // the classifiers the new model needs, built aside
   if (!sets) return sets.error();
   if (c.open) {
     if (Status st = c.open(next); !st) {
@@ -266,7 +269,7 @@ Status Switch::apply(const Change& c) {
   }
   // Nothing below refuses.
   model_ = std::move(next);
-  sg_.commit(std::move(*sets));
+  groups_.commit(std::move(*sets));
   if (c.commit) c.commit();
   republish();
   return ok();
@@ -277,9 +280,9 @@ void Switch::republish() {
   in.model = &model_;
   in.n_workers = static_cast<uint16_t>(workers_.size());
   ports_.fill(in);
-  in.classifiers = sg_.classifiers();
+  in.classifiers = groups_.classifiers();
   in.learned = learned_.entries();
-  in.vtep = sync_vteps(in.learned);
+  in.vtep = tunnels_.sync(in.learned);
   publisher_.publish(build_snapshot(in));
   // The NIC may drop a VLAN only once no snapshot maps it; a VLAN mapped now
   // gets its allow rule right away (frames the NIC dropped meanwhile were
@@ -293,7 +296,7 @@ void Switch::poll() {
   publisher_.poll();
   drain_vhost_events();
   drain_learn_events();
-  drain_arp_events();
+  tunnels_.poll();
   age_learned();
   poll_cache_dumps();
   ct_->poll();
@@ -341,6 +344,61 @@ void Switch::drain_vhost_events() {
         if (was_live) emit("port-down", id);
       });
     }
+  }
+}
+
+// Registers the port's vhost socket again if an interface detach removed it.
+bool Switch::replug(const std::string& id, PortRuntime& p) {
+  if (p.has_device || p.dp.kind != dp::PortKind::kVhost) return true;
+  const PortSpec* spec = model_.port(id);
+  if (!spec) return true;
+  auto rt = attach(*spec, p.dp.dp);
+  if (!rt) {
+    spdlog::error("port {}: re-attaching its socket: {}", id, rt.error().message);
+    return false;
+  }
+  p.vhost_path = rt->vhost_path;
+  p.has_device = true;
+  spdlog::info("port {}: socket {} attached again", id, p.vhost_path);
+  return true;
+}
+
+// The interface left the domain: its socket goes (once no worker can touch
+// the device), the binding stays for a re-attach (F14).
+void Switch::unplug(const std::string& id, PortRuntime& p) {
+  if (!p.has_device || p.dp.kind != dp::PortKind::kVhost) return;
+  take_down(id, p);
+  p.has_device = false;
+  const std::string path = p.vhost_path;
+  publisher_.after_grace([this, id, path] {
+    vhost::Backend::instance().remove_socket(path);
+    // A device the removal destroyed is gone for good: forget it.
+    PortRuntime* p = ports_.find(id);
+    if (!p || p->has_device) return;
+    ports_.vhost_gone(*p);
+    spdlog::info("port {}: socket {} detached", id, path);
+  });
+}
+
+void Switch::take_down(const std::string& id, PortRuntime& p) {
+  // The instance is gone or stopped: so are its connections (the binding
+  // and rules stay for its next start).
+  if (const PortSpec* spec = model_.port(id))
+    ct_->flush_port_after_grace(*spec, model_.local_vlan(spec->network));
+  if (!p.dp.live || p.dp.kind != dp::PortKind::kVhost) return;
+  p.dp.live = false;
+  p.announced = false;
+  republish();
+  publisher_.after_grace([this, id] { emit("port-down", id); });
+}
+
+void Switch::shut_down_ports() {
+  stop_workers();  // no worker reads the ports any more: no grace period to wait for
+  for (auto& [id, p] : ports_.ports()) {
+    if (!p.dp.live) continue;
+    p.dp.live = false;
+    p.announced = false;
+    emit("port-down", id);
   }
 }
 

@@ -3,7 +3,10 @@
 // live (devices, datapath indexes, learned MACs), the workers, and the
 // publisher. Every change of desired state takes one path, apply(): validate
 // all -> compile -> open devices -> persist -> commit -> publish one
-// snapshot -> answer after the grace period (docs/design.md).
+// snapshot -> answer after the grace period (docs/design.md). Ports,
+// networks and the switch as a whole are its own; security groups, tunnels
+// and the instance lifecycle are components that reach it through
+// ChangePath.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -20,28 +23,26 @@
 #include "control/devices/capture_dev.h"
 #include "control/devices/ethdev.h"
 #include "control/devices/flow_offload.h"
-#include "control/lifecycle/libvirt_watcher.h"
+#include "control/lifecycle/lifecycle.h"
 #include "control/model/model.h"
 #include "control/model/store.h"
 #include "control/ops/cache_dumps.h"
 #include "control/ops/event_log.h"
 #include "control/ops/rebalancer.h"
+#include "control/secgroup/security_groups.h"
+#include "control/switch/change_path.h"
 #include "control/switch/conntrack_upkeep.h"
 #include "control/switch/mac_table.h"
 #include "control/switch/port_table.h"
 #include "control/switch/publisher.h"
-#include "control/switch/sg_cache.h"
 #include "control/switch/snapshot_builder.h"
-#include "control/tunnel/vtep_table.h"
+#include "control/tunnel/tunnels.h"
 #include "dataplane/worker.h"
 
 namespace strait::ctl {
 
-class Switch {
+class Switch final : public ChangePath {
  public:
-  // Reply to one API request: {"ok": true, "result": ...} or {"ok": false, "error": ...}.
-  using Done = std::function<void(nlohmann::json reply)>;
-
   // EAL must be initialised and the config's worker lcores enabled.
   static Result<std::unique_ptr<Switch>> create(const Config& cfg);
   ~Switch();
@@ -69,7 +70,7 @@ class Switch {
   };
   struct Method {
     const char* name;
-    void (Switch::*handler)(const nlohmann::json& params, Done done);
+    void (*handler)(Switch& sw, const nlohmann::json& params, Done done);
     Kind kind;
   };
   static const std::vector<Method>& methods();
@@ -84,11 +85,9 @@ class Switch {
   // Whether poll() has work waiting on a grace period (poll more often).
   bool busy() const { return publisher_.busy() || dumps_.busy(); }
 
-  const Model& model() const { return model_; }
-  const Publisher& publisher() const { return publisher_; }
-  // Runs `fn` on the control thread once every worker has moved past
-  // everything published so far.
-  void after_grace(std::function<void()> fn) { publisher_.after_grace(std::move(fn)); }
+  const Model& model() const override { return model_; }
+  const Publisher& publisher() const override { return publisher_; }
+  void after_grace(std::function<void()> fn) override { publisher_.after_grace(std::move(fn)); }
   const std::vector<std::unique_ptr<dp::Worker>>& workers() const { return workers_; }
   nlohmann::json show() const;
   nlohmann::json stats() const;
@@ -97,14 +96,8 @@ class Switch {
   // subscriber gets every event, in order, on the control thread.
   EventLog& events() { return events_; }
 
-  // The instance lifecycle (switch_lifecycle.cc), from LibvirtWatcher or
-  // any other source of the same events. Never blocks.
-  void on_domain_event(const DomainEvent& ev);
-  // A listing of every domain after (re)connecting to libvirt: reconciles
-  // like nova-compute's init_host (F2, F3).
-  void on_domain_listing(const std::vector<DomainState>& domains);
-  // Where `show` reads the watcher's status from (may stay unset).
-  void set_watcher(const LibvirtWatcher* w) { watcher_ = w; }
+  // The instance lifecycle: where libvirt's domain events go.
+  Lifecycle& lifecycle() { return lifecycle_; }
   // Another part of straitd `show` reports on, under `key` (etcd); empty: none.
   void set_status(std::string key, std::function<nlohmann::json()> status) {
     status_key_ = std::move(key);
@@ -123,24 +116,10 @@ class Switch {
   void detach(const PortRuntime& rt);
   void close_and_retire(const Ethdev& dev);
   void free_retired_pools();
-  void republish();
-
-  // One change of desired state. Each step may refuse, and a refusal at any
-  // step leaves the model, the store, the devices and the datapath as they
-  // were: `model` changes a copy of the model (validating everything), the
-  // security-group classifiers the copy needs are compiled, `open` opens the
-  // devices it needs (`close` undoes what `open` did, also part way), `save`
-  // persists it; then the copy becomes the model, `commit` records what is
-  // live, and one snapshot is published. The caller answers after the grace
-  // period (publisher_.after_grace), when every worker forwards by it.
-  struct Change {
-    std::function<Status(Model&)> model;
-    std::function<Status(const Model&)> open;
-    std::function<void()> close;
-    std::function<Status(const Model&)> save;
-    std::function<void()> commit;
-  };
-  Status apply(const Change& c);
+  // ChangePath (control/switch/change_path.h).
+  Store& store() override { return *store_; }
+  Status apply(const Change& c) override;
+  void republish() override;
 
   // API methods (control/api/switch_api.cc).
   void network_create(const nlohmann::json& params, Done done);
@@ -161,40 +140,8 @@ class Switch {
   // port.capture (switch_capture.cc): a vhost port's capture stand-in on or off.
   void port_capture(const nlohmann::json& params, Done done);
   nlohmann::json capture_json(const PortRuntime& p) const;
-  // Security groups and port updates (switch_secgroup.cc).
-  void security_group_create(const nlohmann::json& params, Done done);
-  void security_group_delete(const nlohmann::json& params, Done done);
-  void security_group_update(const nlohmann::json& params, Done done);
-  void sg_rule_create(const nlohmann::json& params, Done done);
-  void sg_rule_delete(const nlohmann::json& params, Done done);
-  void sg_remote_member(const nlohmann::json& params, Done done);
+  // A bound port's addresses, groups or port security, changed live.
   void port_update(const nlohmann::json& params, Done done);
-  void security_group_list(const nlohmann::json& params, Done done);
-  void security_group_show(const nlohmann::json& params, Done done);
-  nlohmann::json security_group_json(const SecurityGroup& g) const;
-  // VXLAN tunnels (switch_tunnel.cc): l2population requests, tunnel.show,
-  // remote VTEP indexes and their next-hop resolution by ARP.
-  void tunnel_fdb_add(const nlohmann::json& params, Done done);
-  void tunnel_fdb_delete(const nlohmann::json& params, Done done);
-  void tunnel_flood_set(const nlohmann::json& params, Done done);
-  void tunnel_show(const nlohmann::json& params, Done done);
-  // Applies a tunnel change to the network through apply() and answers once
-  // it is live.
-  void apply_tunnel(const std::string& network, const std::function<Status(Model&)>& change,
-                    Done done);
-  // Refuses a model whose remote VTEPs would not all get an index.
-  Status check_vtep_capacity(const Model& m) const;
-  // The remote VTEPs the model and `learned` name: new ones get an index,
-  // ones no longer named give theirs back after two grace periods. For
-  // republish(), before it builds: what build_snapshot needs of the VTEPs.
-  std::optional<VtepInput> sync_vteps(const std::vector<LearnedMac>& learned);
-  // The remote VTEPs (IPv4, network order) the model and `learned` name.
-  std::set<uint32_t> wanted_vteps(const std::vector<LearnedMac>& learned) const;
-  // ArpEvents of every worker: a remote VTEP's next hop answered.
-  void drain_arp_events();
-  nlohmann::json tunnel_network_json(const NetworkSpec& n,
-                                     const std::vector<LearnedMac>& learned) const;
-  nlohmann::json sg_json() const;  // compiled group sets, for show
   // Observability (switch_inspect.cc): trace and cache.dump.
   void trace(const nlohmann::json& params, Done done);
   void cache_dump(const nlohmann::json& params, Done done);
@@ -203,10 +150,6 @@ class Switch {
   nlohmann::json network_json(const NetworkSpec& n) const;
   nlohmann::json port_json(const PortSpec& p) const;
 
-  // workers.rebalance (control/ops/rebalancer.h).
-  void workers_rebalance(const nlohmann::json& params, Done done) {
-    rebalancer_.request(params, std::move(done));
-  }
   std::vector<uint64_t> port_counter_sums(uint16_t dp) const;
   void drain_learn_events();
   // A local VLAN released with its network's last port may be reused by
@@ -218,26 +161,15 @@ class Switch {
   // Stops the port forwarding (its device, if any, stays registered); port-down
   // goes out once no worker forwards for it. Nothing when it is not live.
   void take_down(const std::string& id, PortRuntime& p);
-  // Lifecycle helpers (switch_lifecycle.cc).
-  struct Mapped {
-    std::string id;
-    std::string alias;
-  };
-  std::vector<Mapped> map_interfaces(const std::string& xml, const char* context);
-  void replug(const std::string& id, PortRuntime& p);
+  // Lifecycle::PortActions.
+  bool replug(const std::string& id, PortRuntime& p);
   void unplug(const std::string& id, PortRuntime& p);
-  void count_skip(const std::string& reason) { lifecycle_counts_.skipped[reason]++; }
-  // Server-mode sockets in the socket directory that no bound port owns and
-  // nothing listens on (left by a crash or by ports unbound meanwhile).
-  void clean_socket_dir();
-  nlohmann::json lifecycle_json() const;
   // Once the snapshot published now is live everywhere: announce the port
   // (port-up, vif-plugged) if it is still bound and its device still there.
   void announce_up_when_live(const std::string& id);
 
   Config cfg_;
   Model model_;
-  SgCache sg_;
   std::unique_ptr<ConntrackUpkeep> ct_;  // the conntrack table and its upkeep
   std::unique_ptr<Store> store_;
   Store::RecordedConfig recorded_;  // physnets and [vtep] in force, as recorded at start
@@ -254,18 +186,16 @@ class Switch {
   EventLog events_;
   uint64_t start_tsc_ = 0;
   uint32_t last_age_sec_ = 0;
-  const LibvirtWatcher* watcher_ = nullptr;
-  struct {
-    std::map<std::string, uint64_t> handled;  // libvirt events applied, by kind
-    std::map<std::string, uint64_t> skipped;  // by reason
-  } lifecycle_counts_;
   CacheDumps dumps_;  // cache.dump requests
-  VtepTable vteps_;  // remote VTEPs' indexes and next hops
   FlowOffload offload_;               // the physnet NICs' rte_flow rules, synced at republish
   std::set<std::string> restarting_;  // physnets in a physnet.restart
   std::string desired_source_;        // set_desired_state_source; empty: local requests
   std::string status_key_;            // set_status
   std::function<nlohmann::json()> status_;
+  // The components (after what they refer to).
+  SecurityGroups groups_;
+  Tunnels tunnels_;
+  Lifecycle lifecycle_;
 };
 
 }  // namespace strait::ctl

@@ -1,4 +1,4 @@
-#include "control/switch/sg_cache.h"
+#include "control/secgroup/sg_cache.h"
 
 #include <set>
 
