@@ -56,7 +56,8 @@ ovs_ofctl() { # [--OPTION...] CMD BRIDGE ARGS...
 
 sw_ovs_desc() {
     echo "$($OVS_VSWITCHD --version 2>/dev/null | tr '\n' ' ')(one PMD: pmd-cpu-mask=$OVS_PMD_MASK = core $SW_CPU;" \
-         "main/handler/revalidator/vhost threads and ovsdb-server on core $GEN_CPU; dpdkvhostuserclient ports)"
+         "main/handler/revalidator/vhost threads and ovsdb-server on core $GEN_CPU; dpdkvhostuserclient ports;" \
+         "--workers N: N PMDs on cores 1..N, rx queues rebalanced by load in the warm-up)"
 }
 
 # Installs openvswitch-switch-dpdk on first use (root only), so that
@@ -118,20 +119,24 @@ ovs_port() { # BRIDGE NAME OFPORT SOCK [port columns...] -> ovs-vsctl args
 # layout: 0 -> 60 (reg5 = ofport, reg6 = zone = local VLAN) -> 71 (anti-spoof,
 # ct) -> 72 (egress rules: any IPv4) -> 73 (local destination?) -> 81 (ct) ->
 # 82 (ingress rule: UDP to 5001 from the peer's /16, ct commit) -> output.
+# --workers: the same for every generator/sink pair, pair i on ofports
+# 2i+1 and 2i+2 with local VLAN (zone) i+1.
 ovs_fw_flows() {
-    local zone='NXM_NX_REG6[0..15]' p mac net peer
-    for p in 1 2; do
-        if [ $p = 1 ]; then mac=$MAC1 net=10.0.0.0/16 peer=10.1.0.0/16; else mac=$MAC2 net=10.1.0.0/16 peer=10.0.0.0/16; fi
+    local zone='NXM_NX_REG6[0..15]' p mac net peer z
+    for ((p = 1; p <= 2 * NW; p++)); do
+        z=$(( (p + 1) / 2 ))
+        if [ $((p % 2)) = 1 ]; then mac=$(pair_mac $((z - 1)) 1) net=10.0.0.0/16 peer=10.1.0.0/16
+        else mac=$(pair_mac $((z - 1)) 2) net=10.1.0.0/16 peer=10.0.0.0/16; fi
         echo "table=0,priority=100,in_port=$p,actions=resubmit(,60)"
-        echo "table=60,priority=100,in_port=$p,actions=set_field:$p->reg5,set_field:1->reg6,resubmit(,71)"
+        echo "table=60,priority=100,in_port=$p,actions=set_field:$p->reg5,set_field:$z->reg6,resubmit(,71)"
         echo "table=71,priority=95,arp,reg5=$p,in_port=$p,dl_src=$mac,arp_spa=$net,actions=resubmit(,94)"
         echo "table=71,priority=65,ip,reg5=$p,in_port=$p,dl_src=$mac,nw_src=$net,actions=ct(table=72,zone=$zone)"
         echo "table=71,priority=10,reg5=$p,in_port=$p,actions=resubmit(,93)"
-        echo "table=72,priority=77,ct_state=+est-rel-rpl,ct_zone=1,ct_mark=0,reg5=$p,actions=resubmit(,73)"
+        echo "table=72,priority=77,ct_state=+est-rel-rpl,ct_zone=$z,ct_mark=0,reg5=$p,actions=resubmit(,73)"
         echo "table=72,priority=77,ct_state=+new-est,ip,reg5=$p,actions=resubmit(,73)"
-        echo "table=73,priority=100,reg6=1,dl_dst=$mac,actions=set_field:$p->reg5,resubmit(,81)"
+        echo "table=73,priority=100,reg6=$z,dl_dst=$mac,actions=set_field:$p->reg5,resubmit(,81)"
         echo "table=81,priority=90,ip,reg5=$p,actions=ct(table=82,zone=$zone)"
-        echo "table=82,priority=77,ct_state=+est-rel-rpl,ct_zone=1,ct_mark=0,reg5=$p,actions=output:$p"
+        echo "table=82,priority=77,ct_state=+est-rel-rpl,ct_zone=$z,ct_mark=0,reg5=$p,actions=output:$p"
         echo "table=82,priority=77,ct_state=+new-est,udp,reg5=$p,nw_src=$peer,tp_dst=5001,actions=ct(commit,zone=$zone),output:$p"
     done
     cat <<EOF
@@ -236,9 +241,21 @@ sw_ovs_start() { # scenario sock1 sock2 log
     # what the start waits for: interface:ofport, and each bridge's socket
     local wait_if="vhu1:1 vhu2:2" wait_br=$br
     OVS_SINK_IF=vhu2 OVS_BRS=$br
+    # --workers: pair i's ports vhu(2i+1) and vhu(2i+2) (ofports alike) on
+    # local VLAN i+1; pair 0 is the one pair without it.
+    local i pairs_l2= pairs_vlan= pairs_if= pairs_sink= socks=("$s1" "$s2" "${SOCKS[@]:2}")
+    for ((i = 1; i <= 2 * NW; i++)); do
+        pairs_l2+=" $(ovs_port $br vhu$i $i "${socks[i - 1]}")"
+        pairs_vlan+=" $(ovs_port $br vhu$i $i "${socks[i - 1]}" tag=$(( (i + 1) / 2 )))"
+        pairs_if+=" vhu$i:$i"
+        [ $((i % 2)) = 0 ] && pairs_sink+=" vhu$i"
+    done
     case "$sc" in
-    l2) ports="$(ovs_port $br vhu1 1 "$s1") $(ovs_port $br vhu2 2 "$s2") -- set bridge $br fail_mode=secure" ;;
-    vlan|vlan_sg) ports="$(ovs_port $br vhu1 1 "$s1" tag=1) $(ovs_port $br vhu2 2 "$s2" tag=1)" ;;
+    l2|vlan|vlan_sg) wait_if=$pairs_if OVS_SINK_IF=$pairs_sink ;;
+    esac
+    case "$sc" in
+    l2) ports="$pairs_l2 -- set bridge $br fail_mode=secure" ;;
+    vlan|vlan_sg) ports=$pairs_vlan ;;
     vxlan|vxlan_decap)
         # vxlan: the VM is vhu1 (the generator) and the underlay NIC phy0 is
         # the sink's socket; vxlan_decap: the other way round. phy0 is a
@@ -317,7 +334,7 @@ sw_ovs_start() { # scenario sock1 sock2 log
         ovs_fail "ports or bridges not up within 30 s: $errs"; return 1
     fi
     case "$sc" in
-    l2) echo "table=0,priority=1,in_port=1,actions=output:2" > "$OVS_DIR/flows" ;;
+    l2) for ((i = 1; i <= 2 * NW; i += 2)); do echo "table=0,priority=1,in_port=$i,actions=output:$((i + 1))"; done > "$OVS_DIR/flows" ;;
     vlan|vxlan|vxlan_decap) : > "$OVS_DIR/flows" ;;   # br-int: the default NORMAL flow
     vlan_sg) ovs_fw_flows > "$OVS_DIR/flows" ;;
     esac
@@ -344,11 +361,21 @@ sw_ovs_start() { # scenario sock1 sock2 log
     return 0
 }
 
+# --workers: OVS's own rebalance of rx queues over its PMDs by load.
+sw_ovs_rebalance() {
+    echo "=== ovs-appctl dpif-netdev/pmd-rxq-rebalance"; ovs_appctl dpif-netdev/pmd-rxq-rebalance
+    sleep 0.5; echo "=== ovs-appctl dpif-netdev/pmd-rxq-show"; ovs_appctl dpif-netdev/pmd-rxq-show
+}
+
 sw_ovs_stop() {
     if kill -0 "$SW_PID" 2>/dev/null; then
-        ovs_appctl dpif-netdev/pmd-stats-show -pmd $SW_CPU > "$W/ovs-pmd.txt" 2>&1
-        local dropped
-        dropped=$(ovs_vsctl --no-wait get Interface "${OVS_SINK_IF:-vhu2}" statistics:tx_dropped 2>/dev/null | tr -d '"')
+        # every PMD's (--workers: N of them; the main thread forwards nothing here)
+        ovs_appctl dpif-netdev/pmd-stats-show > "$W/ovs-pmd.txt" 2>&1
+        local dropped= x n
+        for x in ${OVS_SINK_IF:-vhu2}; do
+            n=$(ovs_vsctl --no-wait get Interface "$x" statistics:tx_dropped 2>/dev/null | tr -d '"')
+            [[ $n =~ ^[0-9]+$ ]] && dropped=$(( ${dropped:-0} + n ))
+        done
         { echo "=== ovs-appctl dpif-netdev/pmd-stats-show"; cat "$W/ovs-pmd.txt"
           echo "=== ovs-appctl dpctl/dump-flows"; ovs_appctl dpctl/dump-flows
           if [ "${OVS_DUMP_FLOWS:-1}" = 1 ]; then
@@ -367,14 +394,20 @@ sw_ovs_stop() {
         $PY - "$W/ovs-pmd.txt" "${dropped:-NA}" > "$W/metrics.txt" 2>/dev/null <<'PYEOF'
 import re, sys
 t = open(sys.argv[1]).read()
-def g(pat):
-    m = re.search(pat, t)
-    return m.group(1) if m else "NA"
-print(f"cyc_per_pkt={g(r'avg processing cycles per packet: ([0-9.]+)')} "
-      f"passes={g(r'avg. datapath passes per packet: ([0-9.]+)')} "
-      f"packets={g(r'packets received: ([0-9]+)')} "
-      f"upcalls={g(r'miss with success upcall: ([0-9]+)')} "
-      f"tx_dropped={sys.argv[2]}")
+def total(pat):  # summed over the PMDs (and the main thread)
+    v = re.findall(pat, t)
+    return sum(int(x) for x in v) if v else None
+# per packet: processing cycles / packets received ("avg processing cycles
+# per packet: C (X/N)"); passes: (received + recirculations) / received
+cyc = re.findall(r"avg processing cycles per packet: [0-9.]+ \(([0-9]+)/([0-9]+)\)", t)
+def ratio(pairs):
+    n = sum(int(b) for a, b in pairs)
+    return f"{sum(int(a) for a, b in pairs) / n:.2f}" if n else "NA"
+pk, up = total(r"packets received: ([0-9]+)"), total(r"miss with success upcall: ([0-9]+)")
+recirc = total(r"packet recirculations: ([0-9]+)") or 0
+passes = f"{(pk + recirc) / pk:.2f}" if pk else "NA"
+print(f"cyc_per_pkt={ratio(cyc)} passes={passes} packets={pk if pk is not None else 'NA'} "
+      f"upcalls={up if up is not None else 'NA'} tx_dropped={sys.argv[2]}")
 PYEOF
     fi
     stop_pid "$SW_PID" 10; SW_PID=

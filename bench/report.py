@@ -4,6 +4,8 @@
 report.py RESULTS.tsv META.txt OUT.json [CONTROL.tsv]; the rest comes from B_*
 variables.
 RESULTS.tsv: switch scenario size flows rep status mpps txfail samples note
+[workers] (run.sh --workers: the generator/sink pairs and forwarding
+threads of the row; 1 when absent)
 CONTROL.tsv (control-plane points, issue 8): switch scenario flows rep status
 values_ms(comma-separated) note
 """
@@ -52,7 +54,8 @@ def feature_ratios(results, baselines):
         base = None
         for base_sc in baselines[r["scenario"]]:
             base = next((b for b in results if b["switch"] == r["switch"] and b["scenario"] == base_sc
-                         and b["size"] == r["size"] and b["flows"] == r["flows"]), None)
+                         and b["size"] == r["size"] and b["flows"] == r["flows"]
+                         and b["workers"] == r["workers"]), None)
             if base is not None:
                 break
         if base is None:
@@ -61,7 +64,7 @@ def feature_ratios(results, baselines):
                if base["median_mpps"] and r["median_mpps"] is not None else None)
         q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
         out.append({"switch": r["switch"], "scenario": r["scenario"], "baseline": base["scenario"],
-                    "size": r["size"], "flows": r["flows"],
+                    "size": r["size"], "flows": r["flows"], "workers": r["workers"],
                     "median_mpps": r["median_mpps"], "baseline_median_mpps": base["median_mpps"],
                     "median_ratio": round(med, 3) if med is not None else None,
                     "p90_ratio": round(q, 3) if q is not None else None, **paired(r, base)})
@@ -73,17 +76,62 @@ def print_feature_ratios(title, rows, f):
         return
     print()
     print(title)
-    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'/ scenario':10} "
+    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'w':>2} {'switch':9} {'/ scenario':10} "
            f"{'Mpps':>8} {'base':>8} {'median':>7} {'p90-1s':>7} {PAIRED_HDR}")
     print(hdr)
     print("-" * len(hdr))
-    for x in sorted(rows, key=lambda x: (x["scenario"], x["size"], x["flows"], x["switch"])):
-        print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} "
+    for x in sorted(rows, key=lambda x: (x["scenario"], x["size"], x["flows"], x["workers"], x["switch"])):
+        print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['workers']:>2} {x['switch']:9} "
               f"{'/ ' + x['baseline']:10} {f(x['median_mpps'], 8)} {f(x['baseline_median_mpps'], 8)} "
               f"{f(x['median_ratio'])} {f(x['p90_ratio'])} {paired_cols(x, f)}")
 
 
 PAIRED_HDR = f"{'paired':>7} {'min':>6} {'max':>6} {'n':>2}"
+
+
+def scaling_rows(results):
+    """run.sh --workers: each switch's aggregate Mpps at N workers against N x
+    its own 1-worker figure at the same point (efficiency), and Strait
+    against OVS and the ceiling at each N. Rows only for points with more
+    than one N."""
+    out = []
+    for r in results:
+        base = next((b for b in results if b["switch"] == r["switch"] and b["workers"] == 1
+                     and (b["scenario"], b["size"], b["flows"]) == (r["scenario"], r["size"], r["flows"])),
+                    None)
+        if not any(x["workers"] != 1 for x in results):
+            break
+        def ref(sw):
+            x = next((b for b in results if b["switch"] == sw and b["workers"] == r["workers"]
+                      and (b["scenario"], b["size"], b["flows"]) == (r["scenario"], r["size"], r["flows"])),
+                     None)
+            return (round(r["median_mpps"] / x["median_mpps"], 3)
+                    if x and x["median_mpps"] and r["median_mpps"] is not None else None)
+        eff = (round(r["median_mpps"] / (r["workers"] * base["median_mpps"]), 3)
+               if base and base["median_mpps"] and r["median_mpps"] is not None else None)
+        out.append({"switch": r["switch"], "scenario": r["scenario"], "size": r["size"],
+                    "flows": r["flows"], "workers": r["workers"], "median_mpps": r["median_mpps"],
+                    "one_worker_mpps": base["median_mpps"] if base else None,
+                    "efficiency": eff,
+                    "vs_ovs": ref(OVS) if r["switch"] not in (OVS, CEILING) else None,
+                    "vs_ceiling": ref(CEILING) if r["switch"] != CEILING else None})
+    return out
+
+
+def print_scaling(rows, f):
+    if not rows:
+        return
+    print()
+    print("== scaling (--workers): aggregate Mpps of N pairs at N forwarding threads; efficiency = "
+          "Mpps / (N x the same switch's 1-worker Mpps, same run); / ovs, / ceiling: at the same N")
+    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'w':>2} {'Mpps':>8} "
+           f"{'1-worker':>8} {'effic.':>7} {'/ ovs':>7} {'/ ceil.':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    for x in sorted(rows, key=lambda x: (x["scenario"], x["size"], x["flows"], x["switch"], x["workers"])):
+        print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch']:9} {x['workers']:>2} "
+              f"{f(x['median_mpps'], 8)} {f(x['one_worker_mpps'], 8)} {f(x['efficiency'])} "
+              f"{f(x['vs_ovs'])} {f(x['vs_ceiling'])}")
 
 
 def paired_cols(x, f):
@@ -235,22 +283,24 @@ def main():
         kind, sw, text = line.rstrip("\n").split("\t", 2)
         meta[kind][sw] = text
 
-    points = collections.OrderedDict()   # (scenario, size, flows) -> switches
+    points = collections.OrderedDict()   # (scenario, size, flows, workers) -> switches
     failures = []
     unavailable = {}
     for r in rows:
-        r += [""] * (10 - len(r))
-        sw, sc, size, flows, rep, status, mpps, txf, samples, note = r[:10]
+        r += [""] * (11 - len(r))
+        sw, sc, size, flows, rep, status, mpps, txf, samples, note, workers = r[:11]
         if status == "unavailable":
             unavailable[sw] = note
             continue
-        key = (sc, int(size), int(flows))
+        workers = int(workers or 1)
+        key = (sc, int(size), int(flows), workers)
         d = points.setdefault(key, collections.OrderedDict()).setdefault(
             sw, {"reps": [], "rep_ids": [], "txfail": [], "samples": [], "failed": 0,
                  "metrics": []})
         if status != "ok" or num(mpps) is None:
             d["failed"] += 1
-            failures.append(f"{sw} {sc} size={size} flows={flows} rep={rep}: {status} {note}")
+            failures.append(f"{sw} {sc} size={size} flows={flows} workers={workers} rep={rep}: "
+                            f"{status} {note}")
             continue
         d["reps"].append(float(mpps))
         d["rep_ids"].append(int(rep))
@@ -264,11 +314,11 @@ def main():
         d["metrics"].append(met)
 
     results = []
-    for (sc, size, flows), sws in points.items():
+    for (sc, size, flows, workers), sws in points.items():
         for sw, d in sws.items():
             v = d["reps"]
             results.append({
-                "switch": sw, "scenario": sc, "size": size, "flows": flows,
+                "switch": sw, "scenario": sc, "size": size, "flows": flows, "workers": workers,
                 "median_mpps": round(statistics.median(v), 3) if v else None,
                 "min": min(v) if v else None,
                 "max": max(v) if v else None,
@@ -300,6 +350,10 @@ def main():
     print(f"== cores: switch forwarding thread on core {os.environ.get('B_SW_CPU')} alone; "
           f"strait-gen (gen+sink, 1 thread) and the switches' other threads on core "
           f"{os.environ.get('B_GEN_CPU')}")
+    if os.environ.get("B_WORKERS_MODE") == "1":
+        print(f"== --workers {os.environ.get('B_WORKERS')}: N forwarding threads on cores 1..N, one "
+              f"strait-gen per generator/sink pair on cores N+1..2N (N=1 with fewer than 3 CPUs: on "
+              f"core 0), everything else on core 0; {os.environ.get('B_NPROC')} CPUs")
     for sw, text in meta["desc"].items():
         print(f"   {sw}: {text}")
     for sw, text in meta["placement"].items():
@@ -317,7 +371,7 @@ def main():
         print(f"== {sw}: NOT RUN: {why}")
     if results:
         print()
-    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch':9} {'median':>8} {'min':>7} "
+    hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'w':>2} {'switch':9} {'median':>8} {'min':>7} "
            f"{'max':>7} {'p90-1s':>7} {'Gbit/s':>7} {'txfail':>7} {'reps':>5}  switch counters (median)")
     if results:
         print(hdr)
@@ -340,7 +394,7 @@ def main():
     for r in results:
         ok = len(r["reps"])
         reps_s = f"{ok}/{ok + r['failed_reps']}"
-        print(f"{r['scenario']:15} {r['size']:>5} {r['flows']:>7} {r['switch']:9} "
+        print(f"{r['scenario']:15} {r['size']:>5} {r['flows']:>7} {r['workers']:>2} {r['switch']:9} "
               f"{f(r['median_mpps'], 8)} {f(r['min'])} {f(r['max'])} {f(r['p90'])} "
               f"{f(r['gbps_l1_median'], 7, 2)} {f(r['txfail_mpps_median'])} {reps_s:>5}  "
               f"{counters(r['switch_metrics'])}")
@@ -348,10 +402,11 @@ def main():
     # Each switch against the ceiling, and Strait against OVS: same run,
     # same generator, same cores.
     ratios = []
-    for (sc, size, flows), sws in points.items():
+    for (sc, size, flows, workers), sws in points.items():
         def at(switch):
             return next((r for r in results if r["switch"] == switch and r["scenario"] == sc
-                         and r["size"] == size and r["flows"] == flows), None)
+                         and r["size"] == size and r["flows"] == flows
+                         and r["workers"] == workers), None)
         # each switch at this point once (not once per row of the whole run)
         pairs = [(sw, CEILING) for sw in sws if sw != CEILING]
         pairs.append(("strait", OVS))
@@ -364,7 +419,7 @@ def main():
                    if base["median_mpps"] and r["median_mpps"] is not None else None)
             q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
             ratios.append({"switch": sw, "reference": ref, "scenario": sc, "size": size,
-                           "flows": flows,
+                           "flows": flows, "workers": workers,
                            "median_ratio": round(med, 3) if med is not None else None,
                            "p90_ratio": round(q, 3) if q is not None else None,
                            **paired(r, base)})
@@ -372,12 +427,14 @@ def main():
         print()
         print("== ratios: median = median / median; p90-1s = p90 / p90; paired = the median of "
               "the rep-by-rep ratios (same round), with their min, max and count")
-        hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'switch / reference':18} {'median':>7} "
+        hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'w':>2} {'switch / reference':18} {'median':>7} "
                f"{'p90-1s':>7} {PAIRED_HDR}")
         print(hdr)
         print("-" * len(hdr))
-        for x in sorted(ratios, key=lambda x: (x["reference"] != CEILING, x["scenario"], x["size"], x["flows"])):
-            print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['switch'] + ' / ' + x['reference']:18} "
+        for x in sorted(ratios, key=lambda x: (x["reference"] != CEILING, x["scenario"], x["size"],
+                                               x["flows"], x["workers"])):
+            print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['workers']:>2} "
+                  f"{x['switch'] + ' / ' + x['reference']:18} "
                   f"{f(x['median_ratio'])} {f(x['p90_ratio'])} {paired_cols(x, f)}")
     # The cost of security groups (issue 5: "beside the same run without
     # security groups: print the ratio") and of VXLAN encap/decap (issue 6:
@@ -389,6 +446,8 @@ def main():
                          sg_ratios, f)
     print_feature_ratios("== VXLAN: encap (vxlan) and decap (vxlan_decap) against the same frames "
                          "without a tunnel (same run)", tunnel_ratios, f)
+    scaling = scaling_rows(results)
+    print_scaling(scaling, f)
     # Control plane (issue 8): Strait and OVS, same run, reps alternated.
     ctl_ratios = []
     if ctl_results or ctl_unavailable:
@@ -451,10 +510,13 @@ def main():
         "ratios": ratios,
         "sg_ratios": sg_ratios,
         "tunnel_ratios": tunnel_ratios,
+        "scaling": scaling,
         "control_ratios": ctl_ratios,
         "meson_ratios": [x for x in ratios if x["switch"] == "strait_meson" and x["reference"] == "strait"],
         "machine": m,
         "cores": {
+            "workers_mode": os.environ.get("B_WORKERS_MODE") == "1",
+            "workers": [int(x) for x in os.environ.get("B_WORKERS", "1").split(",") if x],
             "switch_forwarding_cpu": int(os.environ.get("B_SW_CPU", 1)),
             "generator_cpu": int(os.environ.get("B_GEN_CPU", 0)),
             "switch_other_threads_cpu": int(os.environ.get("B_GEN_CPU", 0)),

@@ -37,6 +37,20 @@
 #                      STRAITD_MESON=PATH runs that straitd as strait_meson
 #                      instead: two builds A/B'd rep by rep in one run, with
 #                      strait_meson/strait printed
+#   --workers LIST     multi-worker scaling: for each N of LIST (e.g.
+#                      1,2,4,7), N generator/sink pairs against the switch
+#                      with N forwarding threads (straitd workers, testpmd
+#                      forwarding lcores, OVS PMD threads) on cores 1..N,
+#                      one strait-gen per pair on cores N+1..2N, the rest on
+#                      core 0; an N needing more than the machine's CPUs is
+#                      skipped (N=1 on 2 CPUs: the generator shares core 0,
+#                      as without --workers). Each pair is a network of its
+#                      own (scenarios l2, vlan, vlan_sg); Strait and OVS
+#                      rebalance their rx queues by load (workers.rebalance,
+#                      dpif-netdev/pmd-rxq-rebalance) once every pair's
+#                      traffic runs, in the warm-up (default 4 s here);
+#                      Mpps are the pairs' sum, and the scaling table sets
+#                      each N against N x the same switch's 1-worker figure
 #   --no-huge          all DPDK processes use --no-huge (memfd) memory
 #   --huge             use 2 MB hugepages (default when root; reserves them
 #                      in /proc/sys/vm/nr_hugepages if needed, restores after)
@@ -79,7 +93,7 @@ REPS=5 DUR= WARM=
 SIZES=64,1518 FLOWS=1,1000,100000 SCENARIOS=l2,vlan,vlan_sg,vxlan SWITCHES=ceiling,ovs,strait
 STRAITD_MESON=${STRAITD_MESON:-$(cd "$HERE/.." && pwd)/build-localdpdk/control/straitd}  # meson-dpdk/build.sh
 [ -x "$STRAITD_MESON" ] && SWITCHES+=,strait_meson
-MEM=auto OUT= KEEP=0 QUICK=0
+MEM=auto OUT= KEEP=0 QUICK=0 WORKERS= WORKERS_MODE=0
 CTL_SWITCHES=strait,ovs CTL_PORTS= CTL_REPS= CTL_CHANGES= CONTROL=1 THROUGHPUT=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -91,6 +105,7 @@ while [ $# -gt 0 ]; do
     --flows) FLOWS=$2; shift 2 ;;
     --scenarios) SCENARIOS=$2; shift 2 ;;
     --switches) SWITCHES=$2; shift 2 ;;
+    --workers) WORKERS=$2; WORKERS_MODE=1; shift 2 ;;
     --no-huge) MEM=nohuge; shift ;;
     --huge) MEM=huge; shift ;;
     --out) OUT=$2; shift 2 ;;
@@ -112,7 +127,8 @@ done
 # (--warmup, --duration, --control-*) win.
 if [ $QUICK = 1 ]; then REPS=1; SIZES=64; FLOWS=1; fi
 DUR=${DUR:-$([ $QUICK = 1 ] && echo 3 || echo 5)}
-WARM=${WARM:-$([ $QUICK = 1 ] && echo 1 || echo 2)}
+# --workers: the rebalance runs in the warm-up, 1-2 s into it
+WARM=${WARM:-$([ $WORKERS_MODE = 1 ] && echo 4 || { [ $QUICK = 1 ] && echo 1 || echo 2; })}
 CTL_PORTS=${CTL_PORTS:-1000}
 CTL_REPS=${CTL_REPS:-$([ $QUICK = 1 ] && echo 1 || echo 3)}
 CTL_CHANGES=${CTL_CHANGES:-$([ $QUICK = 1 ] && echo 3 || echo 10)}
@@ -129,10 +145,44 @@ IFS=, read -r -a FLOW_L <<< "$FLOWS"
 IFS=, read -r -a SCEN_L <<< "$SCENARIOS"
 IFS=, read -r -a SW_L <<< "$SWITCHES"
 IFS=, read -r -a CTL_SW_L <<< "$CTL_SWITCHES"
+IFS=, read -r -a WORKERS_L <<< "${WORKERS:-1}"
+for v in "${WORKERS_L[@]}"; do
+    [[ $v =~ ^[0-9]+$ ]] && [ "$v" -ge 1 ] && [ "$v" -le 64 ] || { echo "bench: --workers takes whole numbers 1..64" >&2; exit 2; }
+done
+if [ $WORKERS_MODE = 1 ]; then
+    for sc in ${SCENARIOS//,/ }; do
+        case $sc in l2|vlan|vlan_sg) ;;
+        *) echo "bench: --workers runs the scenarios l2, vlan and vlan_sg only (not $sc)" >&2; exit 2 ;;
+        esac
+    done
+fi
 [ $THROUGHPUT = 1 ] || SW_L=()
 
 GEN_CPU=0          # strait-gen + every non-forwarding thread
 SW_CPU=1           # the switch's forwarding thread, alone
+NPROC=$(nproc)
+# --workers N: the forwarding threads on cores 1..N (SW_CPU: the first), a
+# strait-gen per generator/sink pair on cores N+1..2N (without --workers, or
+# when the machine has fewer CPUs and N is 1: the one strait-gen on core 0).
+NW=1 FWD_CPUS=(1) GEN_CPUS=(0) SOCKS=()   # SOCKS: every pair's two sockets (run_one)
+set_layout() { # N
+    local i
+    NW=$1 FWD_CPUS=() GEN_CPUS=()
+    for ((i = 1; i <= NW; i++)); do FWD_CPUS+=($i); done
+    if [ $WORKERS_MODE = 1 ] && [ $((2 * NW + 1)) -le "$NPROC" ]; then
+        for ((i = NW + 1; i <= 2 * NW; i++)); do GEN_CPUS+=($i); done
+    else
+        GEN_CPUS=($GEN_CPU)
+    fi
+    SW_CPU=${FWD_CPUS[0]}
+    OVS_PMD_MASK=$(printf '0x%x' $(( (1 << (NW + 1)) - 2 )))   # cores 1..N
+}
+fwd_cpu_list() { local IFS=,; echo "${FWD_CPUS[*]}"; }
+# Pair i of the generators: its network, MACs (side 1 sends, side 2 sinks)
+# and port ids; pair 0's are the one pair's of a run without --workers.
+pair_net() { if [ "$1" = 0 ]; then echo bench; else echo "bench$1"; fi; }
+pair_mac() { printf '02:00:00:00:%02x:%02x' "$1" "$2"; }
+pair_uuid() { printf '6b1e0d3c-0000-4000-8000-%012x' $(( $1 * 16 + $2 )); }
 MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
 PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
 PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
@@ -180,14 +230,15 @@ TORN_DOWN=0
 teardown() {
     [ $TORN_DOWN = 1 ] && return 0
     TORN_DOWN=1
-    [ -n "$GENPID" ] && stop_pid "$GENPID" 5
+    local p
+    for p in $GENPID; do stop_pid "$p" 5; done   # one per generator/sink pair
     [ -n "$SW_PID" ] && stop_pid "$SW_PID" 5
     GENPID= SW_PID=
     local sw
     for sw in "${SW_L[@]}" "${CTL_SW_L[@]}"; do
         declare -F sw_${sw}_cleanup > /dev/null && sw_${sw}_cleanup
     done
-    rm -rf /var/run/dpdk/$PFX-gen /var/run/dpdk/$PFX-ceiling /var/run/dpdk/$PFX-strait 2>/dev/null
+    rm -rf /var/run/dpdk/$PFX-gen* /var/run/dpdk/$PFX-ceiling /var/run/dpdk/$PFX-strait 2>/dev/null
     give_back_hugepages
     if [ -d "$W" ]; then
         mkdir -p "$OUT/$STAMP-logs" && cp -r "$W"/*.log "$W"/*.log.gz "$W"/*.tsv "$W"/*.txt "$W"/ctl-strait-* "$OUT/$STAMP-logs/" 2>/dev/null
@@ -223,26 +274,31 @@ stop_pid() {
 
 # ---------------------------------------------------------- the switches ---
 # ceiling: stock dpdk-testpmd, io forwarding between two net_vhost ports.
-sw_ceiling_desc() { echo "dpdk-testpmd --forward-mode=io (fwd lcore on core $SW_CPU, main lcore on core $GEN_CPU)"; }
+sw_ceiling_desc() { echo "dpdk-testpmd --forward-mode=io (fwd lcore on core $SW_CPU, main lcore on core $GEN_CPU; --workers N: N fwd lcores on cores 1..N, pair i's two ports on lcore i)"; }
 sw_ceiling_check() { [ -n "$TESTPMD" ] || { echo "dpdk-testpmd not found (apt install dpdk)"; return 1; }; }
-sw_ceiling_start() { # scenario sock1 sock2 log
-    taskset -c $GEN_CPU "$TESTPMD" --lcores "0@$GEN_CPU,1@$SW_CPU" --main-lcore 0 \
+sw_ceiling_start() { # scenario sock1 sock2 log (--workers: every pair's sockets in SOCKS)
+    # Ports in pair order, paired topology: testpmd gives forwarding lcore i
+    # streams 2i and 2i+1, pair i's two ports.
+    local lcores="0@$GEN_CPU" vdevs=() i
+    for ((i = 0; i < NW; i++)); do lcores+=",$((i + 1))@${FWD_CPUS[i]}"; done
+    for ((i = 0; i < 2 * NW; i++)); do vdevs+=(--vdev "net_vhost$i,iface=${SOCKS[i]},client=1,queues=1"); done
+    taskset -c $GEN_CPU "$TESTPMD" --lcores "$lcores" --main-lcore 0 \
         --file-prefix $PFX-ceiling $SW_MEM --no-pci --no-telemetry --log-level=lib.eal:error \
-        --vdev "net_vhost0,iface=$2,client=1,queues=1" --vdev "net_vhost1,iface=$3,client=1,queues=1" -- \
-        --forward-mode=io --port-topology=paired --nb-cores=1 --rxq=1 --txq=1 \
-        --total-num-mbufs=16384 --stats-period=1 > "$4" 2>&1 < /dev/null &
+        "${vdevs[@]}" -- \
+        --forward-mode=io --port-topology=paired --nb-cores=$NW --rxq=1 --txq=1 \
+        --total-num-mbufs=$((16384 * NW)) --stats-period=1 > "$4" 2>&1 < /dev/null &
     SW_PID=$!
 }
 sw_ceiling_stop() {
     stop_pid "$SW_PID" 10; SW_PID=
     # testpmd's own count of packets it could not hand to the sink's ring
-    sed -n '/Accumulated forward statistics/,/+++/s/.*TX-dropped: *\([0-9]*\).*/tx_dropped=\1/p' \
-        "$CUR_SWLOG" > "$W/metrics.txt"
+    sed -n '/Accumulated forward statistics/,/+++/s/.*TX-dropped: *\([0-9]*\).*/\1/p' "$CUR_SWLOG" |
+        awk '{n += $1} END {if (NR) print "tx_dropped=" n}' > "$W/metrics.txt"
 }
 
 # strait: straitd with one worker on core 1, two ports on a local network.
 STRAIT_DIR=$W/strait
-sw_strait_desc() { echo "straitd (worker lcore 1 on core $SW_CPU; main/control/API threads on core $GEN_CPU)"; }
+sw_strait_desc() { echo "straitd (worker lcore 1 on core $SW_CPU; main/control/API threads on core $GEN_CPU; --workers N: workers on cores 1..N, rx queues rebalanced by load in the warm-up)"; }
 sw_strait_check() {
     [ -x "$STRAITD" ] || { echo "straitd not built ($STRAITD missing)"; return 1; }
     [ -x "$STRAITCTL" ] || { echo "straitctl not built ($STRAITCTL missing)"; return 1; }
@@ -264,7 +320,7 @@ state_dir = "$STRAIT_DIR/state"
 api_socket = "$STRAIT_DIR/api.sock"
 
 [datapath]
-workers = [$SW_CPU]
+workers = [$(fwd_cpu_list)]
 
 [libvirt]
 enabled = false
@@ -293,7 +349,7 @@ EOF
     # vlan_sg_new: every frame opens a connection; the table holds all of them
     [ "$1" = vlan_sg_new ] && printf '\n[conntrack]\ncapacity = %s\n' $NEW_FLOWS >> "$STRAIT_DIR/straitd.toml"
     taskset -c $GEN_CPU "$STRAITD" --config "$STRAIT_DIR/straitd.toml" -- \
-        -l "$GEN_CPU,$SW_CPU" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \
+        -l "$GEN_CPU,$(fwd_cpu_list)" --main-lcore $GEN_CPU --file-prefix $PFX-strait $SW_MEM --no-pci \
         >> "$log" 2>&1 < /dev/null &   # append: straitctl's output goes to the same log
     SW_PID=$!
     for t in $(seq 300); do
@@ -307,9 +363,10 @@ EOF
         # A local network with both ports bound: Strait gives each network
         # a local VLAN on the host, so this is already neutron's local-VLAN
         # L2 forwarding (OVS: br-int NORMAL with two tag=1 access ports).
-        { ctl network create bench --type local &&
-          ctl port bind $PORT1_UUID --network bench --mac $MAC1 $(vm_port net_vhost0 "$2") &&
-          ctl port bind $PORT2_UUID --network bench --mac $MAC2 $(vm_port net_vhost1 "$3")
+        # --workers: a network per pair; every pair's sending port first.
+        { for_pairs ctl network create @net --type local &&
+          for_pairs ctl port bind @uuid1 --network @net --mac @mac1 @vm1 &&
+          for_pairs ctl port bind @uuid2 --network @net --mac @mac2 @vm2
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
     vlan_sg|vlan_sg_new)
@@ -324,19 +381,17 @@ EOF
         # 2's ingress rules through conntrack (zone of the network). The
         # --learn frames (ethertype 0x88b5 from port 2) are dropped as
         # ethertype_denied, as OVS drops them in table 71 (-> 93).
-        { ctl network create bench --type local &&
+        { for_pairs ctl network create @net --type local &&
           ctl security-group create $SG_ID --name bench-vlan-sg &&
           ctl security-group rule create $SG_ID --direction egress --ethertype IPv4 &&
           ctl security-group rule create $SG_ID --direction ingress --ethertype IPv4 --protocol udp \
               --port-range-min 5001 --port-range-max 5001 --remote-ip-prefix 10.1.0.0/16 &&
           ctl security-group rule create $SG_ID --direction ingress --ethertype IPv4 --protocol udp \
               --port-range-min 5001 --port-range-max 5001 --remote-ip-prefix 10.0.0.0/16 &&
-          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ip 10.0.0.1 \
-              --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID --port-security \
-              $(vm_port net_vhost0 "$2") &&
-          ctl port bind $PORT2_UUID --network bench --mac $MAC2 --ip 10.1.0.1 \
-              --allowed-address-pair 10.1.0.0/16 --security-group $SG_ID --port-security \
-              $(vm_port net_vhost1 "$3") &&
+          for_pairs ctl port bind @uuid1 --network @net --mac @mac1 --ip 10.0.0.1 \
+              --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID --port-security @vm1 &&
+          for_pairs ctl port bind @uuid2 --network @net --mac @mac2 --ip 10.1.0.1 \
+              --allowed-address-pair 10.1.0.0/16 --security-group $SG_ID --port-security @vm2 &&
           echo "=== straitctl -o json security-group show $SG_ID" &&
           ctl -o json security-group show $SG_ID
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
@@ -385,6 +440,37 @@ EOF
     esac
     return 0
 }
+# for_pairs CMD ARGS...: CMD once per generator/sink pair, with @net, @uuid1,
+# @uuid2, @mac1, @mac2, @vm1 and @vm2 (the port's attachment: vm_port, one
+# word each) in ARGS replaced by the pair's.
+for_pairs() {
+    local i a args
+    for ((i = 0; i < NW; i++)); do
+        args=()
+        for a in "$@"; do
+            case $a in
+            @net) args+=("$(pair_net $i)") ;;
+            @uuid[12]) args+=("$(pair_uuid $i ${a#@uuid})") ;;
+            @mac[12]) args+=("$(pair_mac $i ${a#@mac})") ;;
+            @vm[12]) local side=${a#@vm}
+                     # shellcheck disable=SC2046
+                     args+=($(vm_port net_vhost$((2 * i + side - 1)) "${SOCKS[2 * i + side - 1]}")) ;;
+            *) args+=("$a") ;;
+            esac
+        done
+        "${args[@]}" || return 1
+    done
+}
+# --workers: the rx queues spread by the load measured on them, once every
+# pair's traffic runs (what an operator, or rebalance_interval_s, does).
+sw_strait_rebalance() {
+    echo "=== straitctl workers rebalance"; ctl workers rebalance
+    sleep 0.5   # the moves are live after two grace periods: then where each queue is
+    echo "=== rx queues by worker (dp_port:queue) after the rebalance"
+    ctl -o json show | $PY -c 'import json, sys
+for w in json.load(sys.stdin)["workers"]:
+    print("worker %s: %s" % (w["id"], " ".join("%s:%s" % (q["port"], q["queue"]) for q in w["rx_queues"])))'
+}
 sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
 # vlan_sg_default's group: neutron's default group + 20 TCP/UDP port rules
 sg_default_json() {
@@ -418,6 +504,9 @@ w = s.get("workers", [])
 pk = sum(x.get("packets", 0) for x in w)
 busy = sum(x.get("busy_cycles", 0) for x in w)
 out = [f"cyc_per_pkt={busy / pk:.0f}" if pk else "cyc_per_pkt=NA", f"packets={pk}"]
+if len(w) > 1:  # --workers: how many carried at least half the busiest one's frames
+    top = max(x.get("packets", 0) for x in w)
+    out.append(f"workers_busy={sum(1 for x in w if top and x.get('packets', 0) >= top / 2)}/{len(w)}")
 out += [f"drop_{k}={v}" for k, v in sorted(s.get("drops", {}).items())]
 ct = s.get("conntrack")   # vlan_sg: the connection table at the end of the rep
 if isinstance(ct, dict) and any(ct.get(k) for k in ("entries", "created", "refused_full", "invalid")):
@@ -479,66 +568,101 @@ threads_of() {
     echo "$out"
 }
 
-# run_one SWITCH SCENARIO SIZE FLOWS REP
+# run_one SWITCH SCENARIO SIZE FLOWS REP (NW generator/sink pairs)
 run_one() {
     local sw=$1 sc=$2 size=$3 flows=$4 rep=$5
-    local tag="$sw-$sc-$size-$flows-$rep"
-    local glog=$W/gen-$tag.log s1=$W/vhu1.sock s2=$W/vhu2.sock status=ok note=
+    local tag="$sw-$sc-$size-$flows-$rep" status=ok note= i t
+    [ $WORKERS_MODE = 1 ] && tag+="-w$NW"
+    local glog=$W/gen-$tag.log glogs=() what="$sc size=$size flows=$flows rep=$rep"
+    [ $WORKERS_MODE = 1 ] && what+=" workers=$NW"
     CUR_SWLOG=$W/sw-$tag.log
-    rm -f "$s1" "$s2"
+    SOCKS=()
+    for ((i = 1; i <= 2 * NW; i++)); do SOCKS+=("$W/vhu$i.sock"); done
+    rm -f "${SOCKS[@]}"
     # strait-gen is the vhost-user server: it creates the sockets and blocks
-    # in its EAL init until the switch (client) connects to both.
-    taskset -c $GEN_CPU "$GEN" --lcores "0@$GEN_CPU" --file-prefix $PFX-gen $GEN_MEM \
-        --no-pci --no-telemetry --log-level=lib.eal:error \
-        --vdev "virtio_user0,path=$s1,server=1,queue_size=1024" \
-        --vdev "virtio_user1,path=$s2,server=1,queue_size=1024" -- \
-        --size "$size" --flows "$flows" --warmup "$WARM" --duration "$DUR" \
-        --src-mac $MAC1 --dst-mac $MAC2 --link-timeout 30 $(scen_gen_args "$sc") \
-        > "$glog" 2>&1 < /dev/null &
-    GENPID=$!
-    local t
-    for t in $(seq 100); do [ -S "$s1" ] && break; kill -0 $GENPID 2>/dev/null || break; sleep 0.1; done
-    if [ ! -S "$s1" ]; then
-        status=gen-failed; note="strait-gen did not create $s1"
-    elif ! sw_${sw}_start "$sc" "$s1" "$s2" "$CUR_SWLOG" > "$W/start-err.txt"; then
+    # in its EAL init until the switch (client) connects to both. One per
+    # pair (pair 0's log is gen-TAG.log, pair i's gen-TAG-pI.log).
+    GENPID=
+    for ((i = 0; i < NW; i++)); do
+        local cpu=${GEN_CPUS[i % ${#GEN_CPUS[@]}]} pfx=$PFX-gen g=$glog
+        [ $i -gt 0 ] && pfx=$PFX-gen$i g=${glog%.log}-p$i.log
+        glogs+=("$g")
+        taskset -c "$cpu" "$GEN" --lcores "0@$cpu" --file-prefix "$pfx" $GEN_MEM \
+            --no-pci --no-telemetry --log-level=lib.eal:error \
+            --vdev "virtio_user0,path=${SOCKS[2 * i]},server=1,queue_size=1024" \
+            --vdev "virtio_user1,path=${SOCKS[2 * i + 1]},server=1,queue_size=1024" -- \
+            --size "$size" --flows "$flows" --warmup "$WARM" --duration "$DUR" \
+            --src-mac "$(pair_mac $i 1)" --dst-mac "$(pair_mac $i 2)" --link-timeout 30 \
+            $(scen_gen_args "$sc") > "$g" 2>&1 < /dev/null &
+        GENPID+="$! "
+    done
+    local first=${GENPID%% *}
+    gens_alive() { local p; for p in $GENPID; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+    all_sampled() { local g; for g in "$@"; do grep -q '^t=' "$g" || return 1; done; }
+    for ((i = 0; i < 2 * NW; i += 2)); do
+        for t in $(seq 100); do [ -S "${SOCKS[i]}" ] && break; gens_alive || break; sleep 0.1; done
+        [ -S "${SOCKS[i]}" ] || { status=gen-failed; note="strait-gen did not create ${SOCKS[i]}"; break; }
+    done
+    if [ $status = ok ] && ! sw_${sw}_start "$sc" "${SOCKS[0]}" "${SOCKS[1]}" "$CUR_SWLOG" > "$W/start-err.txt"; then
         status=switch-failed; note=$(cat "$W/start-err.txt")
     fi
     if [ $status = ok ]; then
-        # the generator ends on its own; watch the switch and a deadline
-        local deadline=$(( $(date +%s) + WARM + DUR + 60 )) placed=0
-        while kill -0 $GENPID 2>/dev/null; do
+        # the generators end on their own; watch the switch and a deadline
+        local deadline=$(( $(date +%s) + WARM + DUR + 60 )) placed=0 balanced=0 key=$sw
+        [ $WORKERS_MODE = 1 ] && key="$sw workers=$NW"
+        while gens_alive; do
             if ! kill -0 "$SW_PID" 2>/dev/null; then
                 status=switch-died; note="switch exited during the rep: $(tail -3 "$CUR_SWLOG" | tr '\n' ' ')"; break
             fi
             if [ $placed = 0 ] && grep -q '^t=' "$glog"; then
                 placed=1
-                [ -z "${PLACEMENT[$sw]:-}" ] &&
-                    PLACEMENT[$sw]="$sw: $(threads_of "$SW_PID"); strait-gen: $(threads_of $GENPID)"
+                [ -z "${PLACEMENT[$key]:-}" ] &&
+                    PLACEMENT[$key]="$key: $(threads_of "$SW_PID"); strait-gen: $(threads_of "$first")"
+            fi
+            # --workers: every pair's traffic runs (a 1-s sample each): spread
+            # the rx queues by their load before the measurement starts
+            if [ $WORKERS_MODE = 1 ] && [ $balanced = 0 ] && all_sampled "${glogs[@]}"; then
+                balanced=1
+                declare -F sw_${sw}_rebalance > /dev/null && sw_${sw}_rebalance >> "$CUR_SWLOG" 2>&1
             fi
             [ "$(date +%s)" -gt $deadline ] && { status=timeout; note="generator still running at the deadline"; break; }
             sleep 0.2
         done
     fi
-    stop_pid "$GENPID" 5; GENPID=
+    for t in $GENPID; do stop_pid "$t" 5; done
+    GENPID=
     rm -f "$W/metrics.txt"
     [ -n "$SW_PID" ] && sw_${sw}_stop
     [ $status = ok ] && [ -s "$W/metrics.txt" ] && note=$(head -1 "$W/metrics.txt")
+    # The pairs' sum: Mpps, txfail and each 1-s sample; none if a pair has none.
     local mpps txf samples
-    mpps=$(sed -n 's/^RESULT rx_mpps=\([0-9.]*\).*/\1/p' "$glog")
-    txf=$(sed -n 's/^RESULT .*txfail_mpps=\([0-9.]*\).*/\1/p' "$glog")
-    samples=$(grep '^t=' "$glog" | grep -v warmup | sed -n 's/.*rx_mpps=\([0-9.]*\).*/\1/p' | paste -sd, -)
+    read -r mpps txf samples < <($PY - "${glogs[@]}" <<'PYEOF'
+import re, sys
+mpps, txf, samples = 0.0, 0.0, None
+for path in sys.argv[1:]:
+    text = open(path, errors="replace").read()
+    m = re.search(r"^RESULT rx_mpps=([0-9.]+).*?txfail_mpps=([0-9.]+)", text, re.M)
+    if not m:
+        print("NA NA"); sys.exit()
+    mpps += float(m.group(1)); txf += float(m.group(2))
+    s = [float(x) for x in re.findall(r"^t=\S+ rx_mpps=([0-9.]+)(?!.*warmup)", text, re.M)]
+    samples = s if samples is None else [a + b for a, b in zip(samples, s)]
+print(f"{mpps:.3f} {txf:.3f} {','.join(f'{x:.3f}' for x in samples)}")
+PYEOF
+)
+    [ "$mpps" = NA ] && mpps= txf=
     if [ $status = ok ] && [ -z "$mpps" ]; then
-        status=no-result; note=$(grep -E 'strait-gen:|ERR|error' "$glog" | tail -3 | tr '\n' ' ')
-    elif [ $status = ok ] && grep -q 'nothing arrived at the sink' "$glog"; then
-        status=no-traffic; note="0 packets at the sink; $(grep -iE 'fail|error' "$glog" "$CUR_SWLOG" | grep -v -- '-FAILED: 0' | tail -3 | tr '\n' ' ')"
+        status=no-result; note=$(grep -hE 'strait-gen:|ERR|error' "${glogs[@]}" | tail -3 | tr '\n' ' ')
+    elif [ $status = ok ] && grep -q 'nothing arrived at the sink' "${glogs[@]}"; then
+        status=no-traffic; note="0 packets at a sink; $(grep -hiE 'fail|error' "${glogs[@]}" "$CUR_SWLOG" | grep -v -- '-FAILED: 0' | tail -3 | tr '\n' ' ')"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sw" "$sc" "$size" "$flows" "$rep" "$status" \
-        "${mpps:-NA}" "${txf:-NA}" "${samples:-}" "$(echo "$note" | tr '\t\n' '  ')" >> "$RES"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sw" "$sc" "$size" "$flows" "$rep" "$status" \
+        "${mpps:-NA}" "${txf:-NA}" "${samples:-}" "$(echo "$note" | tr '\t\n' '  ')" "$NW" >> "$RES"
     if [ $status = ok ]; then FAILS[$sw]=0; else FAILS[$sw]=$(( ${FAILS[$sw]:-0} + 1 )); fi
     if [ $status = ok ]; then
-        log "$sc size=$size flows=$flows rep=$rep $sw: rx ${mpps} Mpps (txfail ${txf:-?} Mpps; 1-s: ${samples}) $note"
+        log "$what $sw: rx ${mpps} Mpps (txfail ${txf:-?} Mpps; 1-s: ${samples}) $note"
     else
-        log "$sc size=$size flows=$flows rep=$rep $sw: FAILED ($status) $note"
+        log "$what $sw: FAILED ($status) $note"
         log "  generator log tail: $(tail -4 "$glog" | tr '\n' ' ')"
     fi
 }
@@ -582,6 +706,9 @@ done
 
 # ---------------------------------------------------------- memory mode ---
 GEN_PAGES=128 SW_PAGES=256   # 2 MB pages: generator -m 256, switch -m 512
+MAXW=1   # --workers: as many generators at most
+for v in "${WORKERS_L[@]}"; do [ "$v" -gt $MAXW ] && [ $((2 * v + 1)) -le "$NPROC" ] && MAXW=$v; done
+GEN_PAGES=$((GEN_PAGES * MAXW))
 MEM_ASKED=$MEM
 if [ $MEM = auto ]; then
     free=$(awk '/HugePages_Free/{print $2}' /proc/meminfo)
@@ -637,36 +764,60 @@ npoints=$(( ${#SCEN_L[@]} * ${#SIZE_L[@]} * ${#FLOW_L[@]} ))
 [ ${#ACTIVE[@]} -gt 0 ] && log "strait bench: ${ACTIVE[*]}; ${npoints} points x $REPS reps x ${#ACTIVE[@]} switches, ${WARM}+${DUR} s each; memory: $MEM"
 log "calibration (start): $CALIB_START; CPUs idle before start: $IDLE_START %"
 [ "$IDLE_START" -lt 90 ] && log "WARNING: the machine is busy (only $IDLE_START % idle): numbers will be low and noisy. Busiest: $(ps -eo pcpu,comm --sort=-pcpu --no-headers | head -4 | tr -s ' ' | tr '\n' ',')"
+# --workers: the whole throughput run once per N, fewest workers first.
+if [ $WORKERS_MODE = 1 ]; then
+    NW_L=()
+    for ((n = 1; n <= 64; n++)); do   # in increasing order, each once
+        [[ ",$WORKERS," == *",$n,"* ]] || continue
+        if [ $n -gt 1 ] && [ $((2 * n + 1)) -gt "$NPROC" ]; then
+            log "SKIPPING workers=$n: it needs $((2 * n + 1)) CPUs (N forwarding, N generators, 1 for the rest); this machine has $NPROC"
+            continue
+        fi
+        NW_L+=("$n")
+    done
+    [ ${#ACTIVE[@]} -eq 0 ] || [ ${#NW_L[@]} -gt 0 ] || die "--workers: no N fits on $NPROC CPUs"
+else
+    NW_L=(1)
+fi
 # Scenarios alternate within each rep too (l2, vxlan, l2, vxlan, ...): a
 # scenario's ratio to its baseline (sg_ratios, tunnel_ratios) compares
 # reps taken minutes apart at most, not a whole scenario's run apart.
-for size in "${SIZE_L[@]}"; do
-    for flows in "${FLOW_L[@]}"; do
-        for rep in $(seq "$REPS"); do
-            # Each rep starts one switch later (ABC, BCA, CAB, ...): no switch
-            # always runs first, or always right after the same other one.
-            off=$(( ${#ACTIVE[@]} ? (rep - 1) % ${#ACTIVE[@]} : 0 ))
-            ORDER=("${ACTIVE[@]:off}" "${ACTIVE[@]:0:off}")
-            for sc in "${SCEN_L[@]}"; do
-                # vlan_sg_new: its own flow count (every frame new), once per size
-                local_flows=$flows
-                if [ "$sc" = vlan_sg_new ]; then
-                    [ "$flows" = "${FLOW_L[0]}" ] || continue
-                    local_flows=$NEW_FLOWS
-                fi
-                for sw in "${ORDER[@]}"; do
-                    declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" && continue
-                    if [ "${FAILS[$sw]:-0}" -ge 2 ]; then
-                        printf '%s\t%s\t%s\t%s\t%s\tskipped\tNA\tNA\t\t%s\n' "$sw" "$sc" "$size" "$local_flows" \
-                            "$rep" "not run: failed twice in a row before" >> "$RES"
-                        continue
+for nw in "${NW_L[@]}"; do
+    set_layout "$nw"
+    FAILS=()
+    [ $WORKERS_MODE = 1 ] && [ ${#ACTIVE[@]} -gt 0 ] &&
+        log "workers=$nw: forwarding on cores $(fwd_cpu_list), generators on cores $(IFS=,; echo "${GEN_CPUS[*]}"), the rest on core $GEN_CPU"
+    for size in "${SIZE_L[@]}"; do
+        for flows in "${FLOW_L[@]}"; do
+            for rep in $(seq "$REPS"); do
+                # Each rep starts one switch later (ABC, BCA, CAB, ...): no switch
+                # always runs first, or always right after the same other one.
+                off=$(( ${#ACTIVE[@]} ? (rep - 1) % ${#ACTIVE[@]} : 0 ))
+                ORDER=("${ACTIVE[@]:off}" "${ACTIVE[@]:0:off}")
+                for sc in "${SCEN_L[@]}"; do
+                    # vlan_sg_new: its own flow count (every frame new), once per size
+                    local_flows=$flows
+                    if [ "$sc" = vlan_sg_new ]; then
+                        [ "$flows" = "${FLOW_L[0]}" ] || continue
+                        local_flows=$NEW_FLOWS
                     fi
-                    run_one "$sw" "$sc" "$size" "$local_flows" "$rep"
+                    for sw in "${ORDER[@]}"; do
+                        declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" && continue
+                        if [ "${FAILS[$sw]:-0}" -ge 2 ]; then
+                            printf '%s\t%s\t%s\t%s\t%s\tskipped\tNA\tNA\t\t%s\n' "$sw" "$sc" "$size" "$local_flows" \
+                                "$rep" "not run: failed twice in a row before" >> "$RES"
+                            continue
+                        fi
+                        run_one "$sw" "$sc" "$size" "$local_flows" "$rep"
+                    done
                 done
             done
         done
     done
+
 done
+WORKERS_RUN=$(IFS=,; echo "${NW_L[*]}")
+set_layout 1   # the control-plane points: one worker, as without --workers
 
 # ------------------------------------------------------- control plane ---
 # Strait: one lifecycle_bench.py run per rep (a fresh straitd, --no-huge):
@@ -739,6 +890,7 @@ log "calibration (end): $CALIB_END; CPUs idle after the run: $IDLE_END %"
 } > "$W/meta.txt"
 JSON=$OUT/strait-bench-$STAMP.json
 export B_REPS=$REPS B_DUR=$DUR B_WARM=$WARM B_MEM=$MEM B_QUICK=$QUICK B_GEN_CPU=$GEN_CPU B_SW_CPU=$SW_CPU \
+    B_WORKERS_MODE=$WORKERS_MODE B_WORKERS="$WORKERS_RUN" B_NPROC=$NPROC \
     B_CALIB_START="$CALIB_START" B_CALIB_END="$CALIB_END" B_IDLE_START=$IDLE_START B_IDLE_END=$IDLE_END B_WALL=$(( $(date +%s) - T_START )) \
     B_TESTPMD="$TESTPMD" B_BUILD="$BUILD" B_LOGS="$OUT/$STAMP-logs" \
     B_CTL_REPS=$CTL_REPS B_CTL_PORTS=$CTL_PORTS B_CTL_CHANGES=$CTL_CHANGES B_THROUGHPUT=$THROUGHPUT
