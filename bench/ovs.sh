@@ -242,11 +242,16 @@ sw_ovs_start() { # scenario sock1 sock2 log
     local wait_if="vhu1:1 vhu2:2" wait_br=$br
     OVS_SINK_IF=vhu2 OVS_BRS=$br
     # --workers: pair i's ports vhu(2i+1) and vhu(2i+2) (ofports alike) on
-    # local VLAN i+1; pair 0 is the one pair without it.
-    local i pairs_l2= pairs_vlan= pairs_if= pairs_sink= socks=("$s1" "$s2" "${SOCKS[@]:2}")
+    # local VLAN i+1, their rx queues pinned to the PMD on core i+1
+    # (pmd-rxq-affinity): OVS's own rebalance assigns by the cycles of whole
+    # 10-s intervals, which the warm-up does not have, and then piles the
+    # busy queues on one PMD. Pair 0 is the one pair without --workers.
+    local i pin pairs_l2= pairs_vlan= pairs_if= pairs_sink= socks=("$s1" "$s2" "${SOCKS[@]:2}")
     for ((i = 1; i <= 2 * NW; i++)); do
-        pairs_l2+=" $(ovs_port $br vhu$i $i "${socks[i - 1]}")"
-        pairs_vlan+=" $(ovs_port $br vhu$i $i "${socks[i - 1]}" tag=$(( (i + 1) / 2 )))"
+        pin=
+        [ $WORKERS_MODE = 1 ] && pin="-- set Interface vhu$i other_config:pmd-rxq-affinity=0:${FWD_CPUS[(i - 1) / 2]}"
+        pairs_l2+=" $(ovs_port $br vhu$i $i "${socks[i - 1]}") $pin"
+        pairs_vlan+=" $(ovs_port $br vhu$i $i "${socks[i - 1]}" tag=$(( (i + 1) / 2 ))) $pin"
         pairs_if+=" vhu$i:$i"
         [ $((i % 2)) = 0 ] && pairs_sink+=" vhu$i"
     done
@@ -361,11 +366,9 @@ sw_ovs_start() { # scenario sock1 sock2 log
     return 0
 }
 
-# --workers: OVS's own rebalance of rx queues over its PMDs by load.
-sw_ovs_rebalance() {
-    echo "=== ovs-appctl dpif-netdev/pmd-rxq-rebalance"; ovs_appctl dpif-netdev/pmd-rxq-rebalance
-    sleep 0.5; echo "=== ovs-appctl dpif-netdev/pmd-rxq-show"; ovs_appctl dpif-netdev/pmd-rxq-show
-}
+# --workers: the queues are pinned (sw_ovs_start); where they are, with the
+# load OVS measured on them once every pair's traffic runs.
+sw_ovs_rebalance() { echo "=== ovs-appctl dpif-netdev/pmd-rxq-show"; ovs_appctl dpif-netdev/pmd-rxq-show; }
 
 sw_ovs_stop() {
     if kill -0 "$SW_PID" 2>/dev/null; then

@@ -68,7 +68,13 @@ def add(p):
         add(t if t.startswith('/') else os.path.join(d, t))
 # Only what EAL found in its plugin directory is cut: a driver that some
 # program or library links (testpmd links several) stays, with its needs.
+# Python's .pth files go: they import packages of their own at start-up
+# (namespace packages of python3-neutron's dependencies), which the bench's
+# standard-library scripts never use and the root would hold only in part,
+# so that every python3 in it would fail before running anything.
 for p in seen:
+    if p.endswith('.pth'):
+        continue
     if pmd_dir not in p or pmd_keep.search(p):
         add(p)
 def elf(p):
