@@ -41,7 +41,7 @@
 
 namespace strait::ctl {
 
-class Switch final : public ChangePath {
+class Switch final : private ChangePath {
  public:
   // EAL must be initialised and the config's worker lcores enabled.
   static Result<std::unique_ptr<Switch>> create(const Config& cfg);
