@@ -57,7 +57,7 @@ ovs_ofctl() { # [--OPTION...] CMD BRIDGE ARGS...
 sw_ovs_desc() {
     echo "$($OVS_VSWITCHD --version 2>/dev/null | tr '\n' ' ')(one PMD: pmd-cpu-mask=$OVS_PMD_MASK = core $SW_CPU;" \
          "main/handler/revalidator/vhost threads and ovsdb-server on core $GEN_CPU; dpdkvhostuserclient ports;" \
-         "--workers N: N PMDs on cores 1..N, rx queues rebalanced by load in the warm-up)"
+         "--workers N: N PMDs on cores 1..N, pair i's rx queues pinned to the PMD on core i+1)"
 }
 
 # Installs openvswitch-switch-dpdk on first use (root only), so that
