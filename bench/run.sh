@@ -25,7 +25,12 @@
 #                      group + 20 port rules) and vlan_sg_new (Strait
 #                      only: vlan_sg with every frame a new connection,
 #                      16M flows, once per size; ct_new_per_busy_s = new
-#                      connections per second of the worker's busy time);
+#                      connections per second of the worker's busy time)
+#                      and vlan_sg_churn (Strait only: vlan_sg while a
+#                      group no bench port is in gets a rule created or
+#                      deleted every second, each change one snapshot:
+#                      what unrelated rule changes cost; rule_changes = how
+#                      many the rep saw; ratio to vlan_sg printed);
 #                      run the tunnels with l2 or vlan for the tunnel's
 #                      cost (ratio printed)
 #   --switches LIST    default ceiling,ovs,strait (ceiling = dpdk-testpmd io,
@@ -231,7 +236,7 @@ teardown() {
     [ $TORN_DOWN = 1 ] && return 0
     TORN_DOWN=1
     local p
-    for p in $GENPID; do stop_pid "$p" 5; done   # one per generator/sink pair
+    for p in $GENPID $CHURN_PID; do stop_pid "$p" 5; done   # one generator per pair
     [ -n "$SW_PID" ] && stop_pid "$SW_PID" 5
     GENPID= SW_PID=
     local sw
@@ -369,7 +374,7 @@ EOF
           for_pairs ctl port bind @uuid2 --network @net --mac @mac2 @vm2
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
-    vlan_sg|vlan_sg_new)
+    vlan_sg|vlan_sg_new|vlan_sg_churn)
         # The same local network, plus port security and one security group
         # on both ports, the policy ovs.sh installs as neutron's openvswitch
         # firewall (ovs_fw_flows): egress any IPv4; ingress UDP to 5001 from
@@ -395,6 +400,13 @@ EOF
           echo "=== straitctl -o json security-group show $SG_ID" &&
           ctl -o json security-group show $SG_ID
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        if [ "$1" = vlan_sg_churn ]; then
+            ctl security-group create $CHURN_SG_ID --name bench-churn >> "$log" 2>&1 ||
+                { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+            : > "$W/churn.txt"
+            strait_churn >> "$log" 2>&1 &
+            CHURN_PID=$!
+        fi
         ;;
     vlan_sg_default)
         # Issue 5's "typical policy" (Strait only: no OVS counterpart here):
@@ -471,7 +483,24 @@ sw_strait_rebalance() {
 for w in json.load(sys.stdin)["workers"]:
     print("worker %s: %s" % (w["id"], " ".join("%s:%s" % (q["port"], q["queue"]) for q in w["rx_queues"])))'
 }
-sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
+sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
+# vlan_sg_churn: a rule of a group no port is in, created and deleted in
+# turn, one change a second, for as long as the rep runs (sw_strait_stop
+# ends it); each change that took effect is a line of $W/churn.txt.
+CHURN_SG_ID=6b1e0d3c-0000-4000-8000-0000000c5e00 CHURN_RULE_ID=6b1e0d3c-0000-4000-8000-0000000c5e01
+CHURN_PID=
+strait_churn() {
+    local n=0
+    while sleep 1; do
+        if [ $((n % 2)) = 0 ]; then
+            ctl security-group rule create $CHURN_SG_ID --id $CHURN_RULE_ID --direction ingress \
+                --ethertype IPv4 --protocol tcp --port-range-min 1000 --port-range-max 1000
+        else
+            ctl security-group rule delete $CHURN_RULE_ID
+        fi > /dev/null && echo "$n" >> "$W/churn.txt"
+        n=$((n + 1))
+    done
+}
 # vlan_sg_default's group: neutron's default group + 20 TCP/UDP port rules
 sg_default_json() {
     # explicit rule ids (bench-rN), as neutron's agents send them
@@ -491,6 +520,11 @@ sg_default_json() {
     echo "{\"id\":\"$SG_ID\",\"name\":\"bench-default\",\"rules\":[$r]}"
 }
 sw_strait_stop() {
+    local churn=
+    if [ -n "$CHURN_PID" ]; then
+        stop_pid "$CHURN_PID" 5; CHURN_PID=
+        churn="rule_changes=$(grep -c . "$W/churn.txt")"
+    fi
     # keep what the switch says about the rep (drops, cycles) in its log
     if kill -0 "$SW_PID" 2>/dev/null; then
         ctl -o json stats > "$W/strait-stats.json" 2>&1
@@ -518,6 +552,7 @@ if isinstance(ct, dict) and any(ct.get(k) for k in ("entries", "created", "refus
         out.append(f"ct_new_per_busy_s={ct['created'] / (busy / s['tsc_hz']):.0f}")
 print(" ".join(out))
 PYEOF
+        [ -n "$churn" ] && sed -i "1s/\$/ $churn/" "$W/metrics.txt"
     fi
     stop_pid "$SW_PID" 10; SW_PID=
 }
@@ -537,7 +572,7 @@ scen_gen_args() { # scenario -> extra strait-gen options
     case "$1" in
     # plain L2 between two ports, MAC2 announced from port 1; untagged frames
     # as a VM sends them (the switch's access ports do the local VLAN)
-    l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_default) echo "--learn" ;;
+    l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default) echo "--learn" ;;
     # the remote MAC is known through the FDB (l2population): no learning
     vxlan) echo "" ;;
     # the generator is the remote VTEP: the l2 frames inside VXLAN
@@ -696,7 +731,7 @@ if [ $CONTROL = 1 ]; then
     done
 fi
 [ ${#ACTIVE[@]} -gt 0 ] || [ ${#CTL_ACTIVE[@]} -gt 0 ] || die "no switch can run"
-for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_new vlan_sg_default vxlan vxlan_decap)"; done
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_new vlan_sg_churn vlan_sg_default vxlan vxlan_decap)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
         declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" &&
