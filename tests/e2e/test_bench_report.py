@@ -107,3 +107,37 @@ def test_rule_change_is_also_reported_from_the_calls_return(tmp_path):
     rc = next(r for r in doc["results"] if r["scenario"] == "rule_change" and r["switch"] == "strait")
     assert sorted(rc["samples"]) == [0.9, 1.2, 1.5]
     assert {x["scenario"] for x in doc["control_ratios"]} == {"rule_change"}
+
+
+def test_workers_rows_make_a_scaling_table(tmp_path):
+    # run.sh --workers writes the worker count as an 11th column; a point is
+    # (scenario, size, flows, workers), so N workers are never set against
+    # one, except in the scaling table, where that is the point.
+    def w(sw, rep, mpps, n):
+        return tput(sw, "vlan_sg", rep, mpps) + [n]
+    rows = [w("strait", r, 8.0, 1) for r in (1, 2)] + [w("strait", r, 15.2, 2) for r in (1, 2)]
+    rows += [w("ovs", r, 3.0, 1) for r in (1, 2)] + [w("ovs", r, 4.0, 2) for r in (1, 2)]
+    rows.append(tput("strait", "vlan", 1, 9.0))  # no 11th column: one worker
+    doc, out = run_report(tmp_path, rows)
+    assert {(r["switch"], r["workers"]) for r in doc["results"] if r["scenario"] == "vlan_sg"} == {
+        ("strait", 1), ("strait", 2), ("ovs", 1), ("ovs", 2)}
+    assert next(r for r in doc["results"] if r["scenario"] == "vlan")["workers"] == 1
+    at2 = next(x for x in doc["ratios"] if x["switch"] == "strait" and x["workers"] == 2)
+    assert (at2["reference"], at2["median_ratio"]) == ("ovs", 3.8)
+    s = {(x["switch"], x["workers"]): x for x in doc["scaling"]}
+    assert s[("strait", 2)]["efficiency"] == 0.95  # 15.2 / (2 x 8.0)
+    assert s[("strait", 2)]["vs_ovs"] == 3.8
+    assert s[("ovs", 2)]["efficiency"] == 0.667 and s[("ovs", 2)]["vs_ovs"] is None
+    assert "== scaling" in out
+    # the sg table compares the same worker count only: vlan_sg at 1 worker
+    # against vlan (1 worker), none at 2
+    sg = [x for x in doc["sg_ratios"] if x["switch"] == "strait"]
+    assert [(x["workers"], x["baseline"]) for x in sg] == [(1, "vlan")]
+
+
+def test_without_workers_rows_there_is_no_scaling_table(tmp_path):
+    rows = [tput("strait", "vlan_sg", 1, 8.0), tput("strait", "vlan_sg_churn", 1, 7.6)]
+    doc, out = run_report(tmp_path, rows)
+    assert doc["scaling"] == [] and "== scaling" not in out
+    churn = next(x for x in doc["sg_ratios"] if x["scenario"] == "vlan_sg_churn")
+    assert (churn["baseline"], churn["median_ratio"]) == ("vlan_sg", 0.95)
