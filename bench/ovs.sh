@@ -368,7 +368,7 @@ sw_ovs_start() { # scenario sock1 sock2 log
 
 # --workers: the queues are pinned (sw_ovs_start); where they are, with the
 # load OVS measured on them once every pair's traffic runs.
-sw_ovs_rebalance() { echo "=== ovs-appctl dpif-netdev/pmd-rxq-show"; ovs_appctl dpif-netdev/pmd-rxq-show; }
+sw_ovs_traffic_runs() { echo "=== ovs-appctl dpif-netdev/pmd-rxq-show"; ovs_appctl dpif-netdev/pmd-rxq-show; }
 
 sw_ovs_stop() {
     if kill -0 "$SW_PID" 2>/dev/null; then

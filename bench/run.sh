@@ -82,7 +82,10 @@
 # sw_X_stop (stops SW_PID; may write "key=value ..." to $W/metrics.txt, kept
 # per rep), and sw_X_desc (one line for the header); then list X in --switches.
 # Optional: sw_X_supports SCENARIO (returns 1 if X has no such scenario: no
-# row, no failure) and sw_X_cleanup (called at teardown, even on ^C).
+# row, no failure), sw_X_cleanup (called at teardown, even on ^C) and, for
+# --workers, sw_X_traffic_runs (called once in the warm-up, when every
+# pair's traffic runs: Strait rebalances its rx queues there; its output
+# goes to the switch's log).
 set -u
 set -o pipefail
 
@@ -475,7 +478,7 @@ for_pairs() {
 }
 # --workers: the rx queues spread by the load measured on them, once every
 # pair's traffic runs (what an operator, or rebalance_interval_s, does).
-sw_strait_rebalance() {
+sw_strait_traffic_runs() {
     echo "=== straitctl workers rebalance"; ctl workers rebalance
     sleep 0.5   # the moves are live after two grace periods: then where each queue is
     echo "=== rx queues by worker (dp_port:queue) after the rebalance"
@@ -658,7 +661,7 @@ run_one() {
             # the rx queues by their load before the measurement starts
             if [ $WORKERS_MODE = 1 ] && [ $balanced = 0 ] && all_sampled "${glogs[@]}"; then
                 balanced=1
-                declare -F sw_${sw}_rebalance > /dev/null && sw_${sw}_rebalance >> "$CUR_SWLOG" 2>&1
+                declare -F sw_${sw}_traffic_runs > /dev/null && sw_${sw}_traffic_runs >> "$CUR_SWLOG" 2>&1
             fi
             [ "$(date +%s)" -gt $deadline ] && { status=timeout; note="generator still running at the deadline"; break; }
             sleep 0.2
