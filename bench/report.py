@@ -24,7 +24,9 @@ OVS = "ovs"
 # list that ran (same run, same switch): the feature's cost as a ratio
 SG_BASELINE = {"vlan_sg": ["vlan"], "vlan_sg_default": ["vlan"],
                # unrelated rule changes, once a second: against the same without them
-               "vlan_sg_churn": ["vlan_sg"]}
+               "vlan_sg_churn": ["vlan_sg"],
+               # 1000 MACs learned and aged a second on the physnet: against none
+               "vlan_phys_churn": ["vlan_phys"]}
 TUNNEL_BASELINE = {"vxlan": ["l2", "vlan"], "vxlan_decap": ["l2", "vlan"]}
 # bytes a frame gains on its way to the sink: vxlan (encap) delivers the
 # generator's frames inside Ethernet/IPv4/UDP/VXLAN (Strait and OVS alike)

@@ -30,7 +30,12 @@
 #                      group no bench port is in gets a rule created or
 #                      deleted every second, each change one snapshot:
 #                      what unrelated rule changes cost; rule_changes = how
-#                      many the rep saw; ratio to vlan_sg printed);
+#                      many the rep saw; ratio to vlan_sg printed), and
+#                      vlan_phys / vlan_phys_churn (Strait only: port 1 with
+#                      vlan_sg's group on a VLAN provider network whose
+#                      physnet is the sink; MACs age after 1 s; with
+#                      _churn the sink side sends 1000 new MACs a second
+#                      for the switch to learn and age; ratio printed);
 #                      run the tunnels with l2 or vlan for the tunnel's
 #                      cost (ratio printed)
 #   --switches LIST    default ceiling,ovs,strait (ceiling = dpdk-testpmd io,
@@ -202,6 +207,7 @@ NEW_FLOWS=16777216
 # and the remote one the generator plays
 VNI=5001 VTEP_LOCAL=10.99.0.1 VTEP_REMOTE=10.99.0.2
 NEXT_HOP_MAC=02:00:00:00:00:fe   # static: no ARP on the bench's underlay (OVS: tnl/arp/set)
+PHYS_VLAN=100   # vlan_phys: the provider network's VLAN on the sink's trunk
 PY=/usr/bin/python3
 GEN=$BUILD/bench/strait-gen
 CALIB=$BUILD/bench/strait-calib
@@ -329,6 +335,7 @@ api_socket = "$STRAIT_DIR/api.sock"
 
 [datapath]
 workers = [$(fwd_cpu_list)]
+$(case $1 in vlan_phys*) echo "mac_aging_s = 1" ;; esac)
 
 [libvirt]
 enabled = false
@@ -338,6 +345,9 @@ EOF
     # underlay MTU is 1550 so that the network's MTU (underlay - 50) is
     # 1500: the 1518-byte frames pass, as in l2.
     case "$1" in
+    vlan_phys|vlan_phys_churn)
+        printf '\n[physnets.phys]\ndevice = "net_vhost1,iface=%s,client=1,queues=1"\n' "$3" >> "$STRAIT_DIR/straitd.toml"
+        ;;
     vxlan|vxlan_decap)
         local dev=net_vhost1 sock=$3
         [ "$1" = vxlan_decap ] && { dev=net_vhost0; sock=$2; }
@@ -410,6 +420,21 @@ EOF
             strait_churn >> "$log" 2>&1 &
             CHURN_PID=$!
         fi
+        ;;
+    vlan_phys|vlan_phys_churn)
+        # Port 1 (the generator) is a VM with vlan_sg's group (egress any
+        # IPv4, through conntrack) on VLAN $PHYS_VLAN of physnet "phys",
+        # whose NIC is the sink's socket: every frame leaves tagged. The
+        # sink side's learning frames (tagged) teach the switch MAC2, and
+        # with _churn 1000 more MACs a second, each learned MAC a change of
+        # the learned table the workers see.
+        { ctl network create bench --type vlan --physnet phys --segmentation-id $PHYS_VLAN &&
+          ctl security-group create $SG_ID --name bench-vlan-phys &&
+          ctl security-group rule create $SG_ID --direction egress --ethertype IPv4 &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 --ip 10.0.0.1 \
+              --allowed-address-pair 10.0.0.0/16 --security-group $SG_ID --port-security \
+              $(vm_port net_vhost0 "$2")
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
     vlan_sg_default)
         # Issue 5's "typical policy" (Strait only: no OVS counterpart here):
@@ -486,7 +511,7 @@ sw_strait_traffic_runs() {
 for w in json.load(sys.stdin)["workers"]:
     print("worker %s: %s" % (w["id"], " ".join("%s:%s" % (q["port"], q["queue"]) for q in w["rx_queues"])))'
 }
-sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
+sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default|vlan_phys|vlan_phys_churn|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
 # vlan_sg_churn: a rule of a group no port is in, created and deleted in
 # turn, one change a second, for as long as the rep runs (sw_strait_stop
 # ends it); each change that took effect is a line of $W/churn.txt.
@@ -576,6 +601,10 @@ scen_gen_args() { # scenario -> extra strait-gen options
     # plain L2 between two ports, MAC2 announced from port 1; untagged frames
     # as a VM sends them (the switch's access ports do the local VLAN)
     l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default) echo "--learn" ;;
+    # the sink is a physnet trunk: tagged learning frames; _churn: every
+    # other one from a new MAC, 1000 a second
+    vlan_phys) echo "--learn --learn-vlan $PHYS_VLAN --learn-pps 2000" ;;
+    vlan_phys_churn) echo "--learn --learn-vlan $PHYS_VLAN --learn-pps 2000 --learn-macs 16777216" ;;
     # the remote MAC is known through the FDB (l2population): no learning
     vxlan) echo "" ;;
     # the generator is the remote VTEP: the l2 frames inside VXLAN
@@ -734,7 +763,7 @@ if [ $CONTROL = 1 ]; then
     done
 fi
 [ ${#ACTIVE[@]} -gt 0 ] || [ ${#CTL_ACTIVE[@]} -gt 0 ] || die "no switch can run"
-for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_new vlan_sg_churn vlan_sg_default vxlan vxlan_decap)"; done
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_new vlan_sg_churn vlan_sg_default vlan_phys vlan_phys_churn vxlan vxlan_decap)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
         declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" &&

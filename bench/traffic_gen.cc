@@ -35,6 +35,13 @@
 //                     dst = src-mac (ethertype 0x88b5), so learning switches
 //                     know where dst-mac lives
 //     --learn-pps N   (default 10)
+//     --learn-macs K  every other learning frame is a broadcast from one of
+//                     K other MACs in turn (02:01:00:00:00:00 + i): K > 1
+//                     makes a learning switch learn new MACs at learn-pps /
+//                     2 (and age them out), as a busy physnet does (default
+//                     1: only dst-mac)
+//     --learn-vlan VID  tag the learning frames only (the sink is a trunk:
+//                     a physnet), not the generated ones
 //     --burst N       tx burst (default 32, max 64)
 //     --link-timeout S  wait this long for both links to come up (default 60)
 //
@@ -125,6 +132,8 @@ struct Options {
   double duration = 5;
   bool learn = false;
   unsigned learn_pps = 10;
+  unsigned learn_macs = 1;
+  int learn_vlan = -1;
   double link_timeout = 60;
   // --connect-cycles / --gap-watch modes (0: off)
   unsigned connect_cycles = 0;
@@ -187,7 +196,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: strait-gen <EAL args> -- [--size N] [--flows N] "
                "[--src-mac M] [--dst-mac M] [--vlan VID] [--warmup S] "
-               "[--duration S] [--learn] [--learn-pps N] [--burst N] "
+               "[--duration S] [--learn] [--learn-pps N] [--learn-macs K] [--learn-vlan VID] [--burst N] "
                "[--link-timeout S] [--vxlan VNI [--outer-src-mac M] [--outer-dst-mac M] "
                "[--vtep-src IP] [--vtep-dst IP] [--vxlan-port N]]\n"
                "       strait-gen <EAL args> -- --connect-cycles N --vdev-path P "
@@ -198,7 +207,7 @@ void usage() {
 }
 
 int parse_args(int argc, char** argv, Options* o) {
-  enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps,
+  enum { kSize = 256, kFlows, kSrc, kDst, kVlan, kWarm, kDur, kLearn, kLearnPps, kLearnMacs, kLearnVlan,
          kBurst, kLinkTo, kCycles, kVdevPath, kHold, kGap, kWatch, kInterval, kStats, kVxlan,
          kOuterSrc, kOuterDst, kVtepSrc, kVtepDst, kVxlanPort, kServeGuests, kHelp };
   static const option opts[] = {
@@ -211,6 +220,8 @@ int parse_args(int argc, char** argv, Options* o) {
       {"duration", required_argument, nullptr, kDur},
       {"learn", no_argument, nullptr, kLearn},
       {"learn-pps", required_argument, nullptr, kLearnPps},
+      {"learn-macs", required_argument, nullptr, kLearnMacs},
+      {"learn-vlan", required_argument, nullptr, kLearnVlan},
       {"burst", required_argument, nullptr, kBurst},
       {"link-timeout", required_argument, nullptr, kLinkTo},
       {"connect-cycles", required_argument, nullptr, kCycles},
@@ -244,6 +255,8 @@ int parse_args(int argc, char** argv, Options* o) {
       case kDur: ok = parse_secs(optarg, &o->duration) && o->duration > 0; break;
       case kLearn: o->learn = true; break;
       case kLearnPps: ok = parse_uint(optarg, 100000, &o->learn_pps) && o->learn_pps > 0; break;
+      case kLearnMacs: ok = parse_uint(optarg, 1u << 24, &o->learn_macs) && o->learn_macs > 0; break;
+      case kLearnVlan: ok = parse_uint(optarg, 4095, &u); o->learn_vlan = static_cast<int>(u); break;
       case kBurst: ok = parse_uint(optarg, kMaxBurst, &o->burst) && o->burst >= 1; break;
       case kLinkTo: ok = parse_secs(optarg, &o->link_timeout); break;
       case kCycles: ok = parse_uint(optarg, 1000000, &o->connect_cycles) && o->connect_cycles;
@@ -736,10 +749,11 @@ int main(int argc, char** argv) {
     auto* eth = reinterpret_cast<rte_ether_hdr*>(learn_frame);
     rte_ether_addr_copy(&o.src, &eth->dst_addr);
     rte_ether_addr_copy(&o.dst, &eth->src_addr);
-    if (o.vlan >= 0) {
+    const int vlan = o.learn_vlan >= 0 ? o.learn_vlan : o.vlan;
+    if (vlan >= 0) {
       eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
       auto* vh = reinterpret_cast<rte_vlan_hdr*>(eth + 1);
-      vh->vlan_tci = rte_cpu_to_be_16(static_cast<uint16_t>(o.vlan));
+      vh->vlan_tci = rte_cpu_to_be_16(static_cast<uint16_t>(vlan));
       vh->eth_proto = rte_cpu_to_be_16(kLearnEtherType);
     } else {
       eth->ether_type = rte_cpu_to_be_16(kLearnEtherType);
@@ -747,7 +761,7 @@ int main(int argc, char** argv) {
   }
 
   uint64_t rx = 0, tx = 0, txfail = 0, rx_bytes = 0, rx_other = 0, rx0 = 0,
-           learn_sent = 0, nomem = 0;
+           learn_sent = 0, nomem = 0, learn_turn = 0;
   uint64_t m_rx = 0, m_tx = 0, m_txfail = 0, m_rx_bytes = 0;  // at measure start
   uint64_t p_rx = 0, p_tx = 0, p_txfail = 0;                  // at last print
   const uint64_t t0 = rte_get_tsc_cycles();
@@ -815,7 +829,16 @@ int main(int argc, char** argv) {
     if (o.learn && now >= next_learn) {
       rte_mbuf* m = rte_pktmbuf_alloc(mp);
       if (m) {
-        std::memcpy(rte_pktmbuf_mtod(m, void*), learn_frame, sizeof(learn_frame));
+        auto* d = rte_pktmbuf_mtod(m, uint8_t*);
+        std::memcpy(d, learn_frame, sizeof(learn_frame));
+        if (o.learn_macs > 1 && (learn_turn & 1)) {  // one of the churning MACs
+          const uint64_t k = (learn_turn / 2) % o.learn_macs;
+          const uint8_t churn[6] = {0x02, 0x01, 0, static_cast<uint8_t>(k >> 16),
+                                    static_cast<uint8_t>(k >> 8), static_cast<uint8_t>(k)};
+          std::memcpy(d + 6, churn, 6);
+          std::memset(d, 0xff, 6);  // a new host's broadcast, as an ARP request would be
+        }
+        learn_turn++;
         m->data_len = m->pkt_len = sizeof(learn_frame);
         if (rte_eth_tx_burst(kRxPort, 0, &m, 1) == 1)
           learn_sent++;
