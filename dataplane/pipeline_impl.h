@@ -253,11 +253,18 @@ template <typename Tr>
 Action receiver_security(const PortSecurity& sec, const FlowKey& key, Action a, Tr& t) noexcept {
   DropReason why = DropReason::kNone;
   switch (ingress_class(key, &why)) {
-    case SgClass::kDeny:
-      return drop(t, TraceStage::kIngressSg, why, [&](TraceStep& s) {
+    case SgClass::kDeny: {
+      Action d = drop(t, TraceStage::kIngressSg, why, [&](TraceStep& s) {
         s.port = a.out_port;
         s.detail = "receiver's port security: " + std::string(drop_reason_help(why));
       });
+      // The frame goes nowhere, but its source is where it came from: an
+      // unknown one is learned all the same (as OVS's NORMAL and VPP's
+      // l2-learn do before forwarding), behind the uplink or the VTEP.
+      d.flags = a.flags & (kActLearn | kActDecap);
+      d.lvlan = a.lvlan;
+      return d;
+    }
     case SgClass::kAllow:
       step(t, TraceStage::kIngressSg, [&](TraceStep& s) {
         s.port = a.out_port;

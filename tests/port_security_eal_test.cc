@@ -293,6 +293,29 @@ TEST_F(PortSecurityTest, PortSecurityOffFiltersNothing) {
   });
 }
 
+// A frame from the uplink that the receiving VM's port security drops still
+// tells where its source is: an unknown source is learned (replies to it go
+// to the uplink instead of flooding), a known one is not reported again.
+TEST_F(PortSecurityTest, DroppedByTheReceiverTheSourceIsStillLearned) {
+  auto pkts = test::packets(std::vector<std::pair<uint16_t, Frame>>{
+      {kUplink, Eth("02:00:00:00:99:01", kMacA).type(0x88b5)},
+      {kUplink, Eth("02:00:00:00:99:01", kMacC).type(0x88b5)},
+      {kPortC, Eth(kMacC, kMacA).type(0x88b5)}});
+  const Action denied = pipeline_decide(*snap_, pkts[0].key);
+  EXPECT_EQ(drop_reason_name(denied.reason), drop_reason_name(DropReason::kEthertypeDenied));
+  EXPECT_TRUE(denied.flags & kActLearn);
+  const Action passed = pipeline_decide(*snap_, pkts[1].key);  // C has no port security
+  EXPECT_EQ(int(passed.kind), int(ActionKind::kOutput));
+  EXPECT_TRUE(passed.flags & kActLearn);
+  EXPECT_EQ(denied.lvlan, passed.lvlan);  // the network it is learned in
+  // A bound port's MAC is never learned, dropped or not.
+  const Action from_vm = pipeline_decide(*snap_, pkts[2].key);
+  EXPECT_EQ(drop_reason_name(from_vm.reason), drop_reason_name(DropReason::kEthertypeDenied));
+  EXPECT_FALSE(from_vm.flags & kActLearn);
+  EXPECT_TRUE(trace_frame(*snap_, pkts[0].frame.data(), uint32_t(pkts[0].frame.size()), kUplink)
+                  .learn);
+}
+
 TEST_F(PortSecurityTest, TraceExplainsEachStep) {
   auto pkts = test::packets(std::vector<std::pair<uint16_t, Frame>>{
       {kPortA, Eth(kMacA, kMacB).ipv4("10.0.0.10", "10.0.0.11").tcp(40000, 22)},
