@@ -106,6 +106,17 @@ inline Action drop(Tr& t, TraceStage st, DropReason r, F&& fill) {
   return drop_action(r);
 }
 
+// A frame from an uplink or a tunnel that goes nowhere still tells where its
+// source is: a drop after the learning step keeps the mark (kActLearn, and
+// kActDecap to name the VTEP) and the network. The worker never executes a
+// drop's flags; it reports the source on the flow's first miss.
+inline Action keep_learning(Action d, const Action& a, uint16_t lvlan) {
+  if (d.kind != ActionKind::kDrop || !(a.flags & kActLearn)) return d;
+  d.flags = a.flags & (kActLearn | kActDecap);
+  d.lvlan = lvlan;
+  return d;
+}
+
 // ---- the decisions ----------------------------------------------------------
 
 // Whether a flood in network `net` reaches anyone besides the ingress port:
@@ -254,16 +265,13 @@ Action receiver_security(const PortSecurity& sec, const FlowKey& key, Action a, 
   DropReason why = DropReason::kNone;
   switch (ingress_class(key, &why)) {
     case SgClass::kDeny: {
+      // Learned all the same (as OVS's NORMAL and VPP's l2-learn do
+      // before forwarding): keep_learning.
       Action d = drop(t, TraceStage::kIngressSg, why, [&](TraceStep& s) {
         s.port = a.out_port;
         s.detail = "receiver's port security: " + std::string(drop_reason_help(why));
       });
-      // The frame goes nowhere, but its source is where it came from: an
-      // unknown one is learned all the same (as OVS's NORMAL and VPP's
-      // l2-learn do before forwarding), behind the uplink or the VTEP.
-      d.flags = a.flags & (kActLearn | kActDecap);
-      d.lvlan = a.lvlan;
-      return d;
+      return keep_learning(d, a, a.lvlan);
     }
     case SgClass::kAllow:
       step(t, TraceStage::kIngressSg, [&](TraceStep& s) {
@@ -421,7 +429,7 @@ Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& k
     });
     a.flags |= kActLearn;
   }
-  return l2_forward(snap, net, lvlan, key, a, t);
+  return keep_learning(l2_forward(snap, net, lvlan, key, a, t), a, lvlan);
 }
 
 // A decapsulated frame (the key describes the inner frame, tun_* the outer
@@ -474,7 +482,7 @@ Action from_tunnel(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept {
                  (v.learning ? "the sender is no known VTEP" : "learning off") + ")";
     });
   }
-  return l2_forward(snap, net, lvlan, key, a, t);
+  return keep_learning(l2_forward(snap, net, lvlan, key, a, t), a, lvlan);
 }
 
 // ARP on the underlay for our VTEP (vxlan.h is_vtep_arp).

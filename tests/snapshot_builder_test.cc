@@ -121,6 +121,24 @@ TEST_F(BuilderTest, LearnedMacIsUnicastToUplinkAndStaticEntryWins) {
   EXPECT_FALSE(b.flags & dp::kActLearn);
 }
 
+// Two hosts behind the uplink: a frame between them is not ours to forward
+// (same_port), but an unknown source in it is learned all the same.
+TEST_F(BuilderTest, FrameBackToItsUplinkIsDroppedAndItsSourceLearned) {
+  net("n1", "vlan", 100);
+  port(1, "n1", "02:00:00:00:00:01");
+  const uint16_t lvlan = model_.local_vlan("n1");
+  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:99:99"), 0, 7});
+  auto a = decide(key(0, "02:00:00:00:99:98", "02:00:00:00:99:99", 100));
+  EXPECT_EQ(a.reason, DropReason::kSamePort);
+  EXPECT_TRUE(a.flags & dp::kActLearn);
+  EXPECT_EQ(a.lvlan, lvlan);
+  // A source learned already is not reported again.
+  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:99:98"), 0, 8});
+  auto b = decide(key(0, "02:00:00:00:99:98", "02:00:00:00:99:99", 100));
+  EXPECT_EQ(b.reason, DropReason::kSamePort);
+  EXPECT_FALSE(b.flags & dp::kActLearn);
+}
+
 TEST_F(BuilderTest, RxQueuesFollowTheirOwnerAndTxQueuesAreSharedWhenFewer) {
   net("n1", "local");
   port(1, "n1", "02:00:00:00:00:01");
