@@ -199,12 +199,6 @@ Result<std::vector<uint8_t>> from_fields(const json& f, const std::optional<Mac>
   return b;
 }
 
-std::string mac_str(const uint8_t* m) {
-  Mac a;
-  std::copy(m, m + 6, a.begin());
-  return mac_to_string(a);
-}
-
 std::string ip_str(const uint8_t* b, bool v6) {
   char buf[INET6_ADDRSTRLEN];
   return inet_ntop(v6 ? AF_INET6 : AF_INET, b, buf, sizeof buf) ? buf : "?";
@@ -226,10 +220,14 @@ Result<std::vector<uint8_t>> frame_from_params(const json& frame,
 }
 
 json flow_key_json(const dp::FlowKey& k) {
-  json j = {{"in_port", k.in_port}, {"dl_src", mac_str(k.dl_src)}, {"dl_dst", mac_str(k.dl_dst)},
-            {"dl_type", hex16(k.dl_type)}, {"n_tags", k.n_tags}};
+  json j = {{"in_port", k.in_port},
+            {"dl_src", mac_to_string(k.dl_src)},
+            {"dl_dst", mac_to_string(k.dl_dst)},
+            {"dl_type", hex16(k.dl_type)},
+            {"n_tags", k.n_tags}};
   if (k.n_tags)
-    j["vlan"] = {{"tpid", hex16(k.vlan_tpid)}, {"vid", k.vlan_tci & 0xfff}, {"pcp", k.vlan_tci >> 13}};
+    j["vlan"] = {
+        {"tpid", hex16(k.vlan_tpid)}, {"vid", k.vlan_tci & 0xfff}, {"pcp", k.vlan_tci >> 13}};
   if (k.dl_type == dp::kEthTypeArp) {
     j["arp_op"] = k.nw_proto;
     j["arp_spa"] = ip_str(k.nw_src, false);

@@ -19,7 +19,9 @@ int hex_value(char c) {
 
 }  // namespace
 
-std::string mac_to_string(const Mac& m) {
+std::string mac_to_string(const Mac& m) { return mac_to_string(m.data()); }
+
+std::string mac_to_string(const uint8_t* m) {
   char buf[18];
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
                 m[5]);

@@ -26,6 +26,8 @@ struct IpPrefix {
 };
 
 std::string mac_to_string(const Mac& m);
+// Six bytes as a frame or a snapshot holds them.
+std::string mac_to_string(const uint8_t* bytes);
 Result<Mac> parse_mac(const std::string& s);
 std::string ip_to_string(const IpAddr& ip);
 Result<IpAddr> parse_ip(const std::string& s);

@@ -13,10 +13,6 @@ using nlohmann::json;
 
 std::string be32_to_string(uint32_t ip) { return ip_to_string(ipv4_from_be32(ip)); }
 
-std::string mac_string(const uint8_t* b) {
-  return mac_to_string({b[0], b[1], b[2], b[3], b[4], b[5]});
-}
-
 }  // namespace
 
 Tunnels::Tunnels(const std::optional<VtepSettings>& vtep, ChangePath& sw, const PortTable& ports,
@@ -177,7 +173,7 @@ void Tunnels::show(const json& params, Done done) {
             {"next_hop_mac", c.next_hop_mac ? json(mac_to_string(*c.next_hop_mac)) : json(nullptr)},
             {"learning", c.learning},
             {"underlay_mtu", c.underlay_mtu},
-            {"mac", mac_string(s->vtep.mac)}};
+            {"mac", mac_to_string(s->vtep.mac)}};
     // As the live snapshot has them, in address order.
     // (A network deleted since the last snapshot no longer names its VTEPs.)
     const std::set<uint32_t> want = wanted(learned);
@@ -190,7 +186,7 @@ void Tunnels::show(const json& params, Done done) {
                {"index", index},
                {"next_hop", be32_to_string(r->arp_ip)},
                {"resolved", r->resolved},
-               {"mac", r->resolved ? json(mac_string(r->next_hop_mac)) : json(nullptr)}});
+               {"mac", r->resolved ? json(mac_to_string(r->next_hop_mac)) : json(nullptr)}});
     }
   }
   for (const auto& [id, n] : model.networks())
