@@ -15,6 +15,13 @@ json SecurityGroups::group_json(const SecurityGroup& g) const {
   return j;
 }
 
+Status SecurityGroups::change_group(const std::string& id,
+                                    const std::function<Status(Model&)>& change) {
+  return sw_.apply({.model = change, .save = [&](const Model& m) {
+                      return sw_.store().put_security_group(*m.security_group(id));
+                    }});
+}
+
 void SecurityGroups::reply_when_live(const std::string& id, Done done) {
   sw_.after_grace([this, id, done = std::move(done)] {
     const SecurityGroup* now = sw_.model().security_group(id);
@@ -51,10 +58,7 @@ void SecurityGroups::update(const json& params, Done done) {
   for (SecurityGroupRule& r : g->rules)
     if (r.id.empty()) r.id = new_uuid();
   const std::string id = g->id;
-  Status st = sw_.apply(
-      {.model = [&](Model& m) { return m.update_security_group(*g); },
-       .save =
-           [&](const Model& m) { return sw_.store().put_security_group(*m.security_group(id)); }});
+  Status st = change_group(id, [&](Model& m) { return m.update_security_group(*g); });
   if (!st) return done(error_reply(st.error()));
   reply_when_live(id, std::move(done));
 }
@@ -81,11 +85,7 @@ void SecurityGroups::rule_create(const json& params, Done done) {
   const std::string& group_id = parsed->first;
   SecurityGroupRule& rule = parsed->second;
   if (rule.id.empty()) rule.id = new_uuid();
-  Status st = sw_.apply({.model = [&](Model& m) { return m.add_sg_rule(group_id, rule); },
-                         .save =
-                             [&](const Model& m) {
-                               return sw_.store().put_security_group(*m.security_group(group_id));
-                             }});
+  Status st = change_group(group_id, [&](Model& m) { return m.add_sg_rule(group_id, rule); });
   if (!st) return done(error_reply(st.error()));
   json out = to_json(rule);
   out["security_group_id"] = group_id;
@@ -96,11 +96,7 @@ void SecurityGroups::rule_delete(const json& params, Done done) {
   auto id = id_param(params);
   if (!id) return done(error_reply(id.error()));
   const std::string group_id = sw_.model().group_of_rule(*id);
-  Status st = sw_.apply({.model = [&](Model& m) { return m.remove_sg_rule(*id); },
-                         .save =
-                             [&](const Model& m) {
-                               return sw_.store().put_security_group(*m.security_group(group_id));
-                             }});
+  Status st = change_group(group_id, [&](Model& m) { return m.remove_sg_rule(*id); });
   if (!st) return done(error_reply(st.error()));
   sw_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }
@@ -108,11 +104,7 @@ void SecurityGroups::rule_delete(const json& params, Done done) {
 void SecurityGroups::remote_member(const json& params, Done done) {
   auto m = parse_remote_member(params);
   if (!m) return done(error_reply(m.error()));
-  Status st = sw_.apply({.model = [&](Model& md) { return md.set_remote_member(*m); },
-                         .save =
-                             [&](const Model& md) {
-                               return sw_.store().put_security_group(*md.security_group(m->group));
-                             }});
+  Status st = change_group(m->group, [&](Model& md) { return md.set_remote_member(*m); });
   if (!st) return done(error_reply(st.error()));
   sw_.after_grace([done = std::move(done)] { done(ok_reply(json::object())); });
 }

@@ -6,6 +6,7 @@
 // then made live in one snapshot, so a refused request changes nothing and
 // every packet sees the old rule set or the new one (F7). Replies go out
 // once no worker runs an older snapshot: the new rules are then live.
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,9 @@ class SecurityGroups {
 
  private:
   nlohmann::json group_json(const SecurityGroup& g) const;
+  // apply() of `change` to group `id` (its rules or members): the group is
+  // saved as the changed model has it.
+  Status change_group(const std::string& id, const std::function<Status(Model&)>& change);
   // Answers with group `id` as it is once the change is live.
   void reply_when_live(const std::string& id, Done done);
 
