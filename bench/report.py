@@ -98,25 +98,29 @@ def scaling_rows(results):
     its own 1-worker figure at the same point (efficiency), and Strait
     against OVS and the ceiling at each N. Rows only for points with more
     than one N."""
-    out = []
-    for r in results:
-        base = next((b for b in results if b["switch"] == r["switch"] and b["workers"] == 1
+    if not any(x["workers"] != 1 for x in results):
+        return []
+
+    def at(r, switch, workers):  # the same point's row of `switch` at `workers`
+        return next((b for b in results if b["switch"] == switch and b["workers"] == workers
                      and (b["scenario"], b["size"], b["flows"]) == (r["scenario"], r["size"], r["flows"])),
                     None)
-        if not any(x["workers"] != 1 for x in results):
-            break
+
+    def ratio(a, b):
+        return round(a / b, 3) if b and a is not None else None
+
+    out = []
+    for r in results:
+        base = at(r, r["switch"], 1)
+        base_mpps = base["median_mpps"] if base else None
+
         def ref(sw):
-            x = next((b for b in results if b["switch"] == sw and b["workers"] == r["workers"]
-                      and (b["scenario"], b["size"], b["flows"]) == (r["scenario"], r["size"], r["flows"])),
-                     None)
-            return (round(r["median_mpps"] / x["median_mpps"], 3)
-                    if x and x["median_mpps"] and r["median_mpps"] is not None else None)
-        eff = (round(r["median_mpps"] / (r["workers"] * base["median_mpps"]), 3)
-               if base and base["median_mpps"] and r["median_mpps"] is not None else None)
+            x = at(r, sw, r["workers"])
+            return ratio(r["median_mpps"], x["median_mpps"] if x else None)
         out.append({"switch": r["switch"], "scenario": r["scenario"], "size": r["size"],
                     "flows": r["flows"], "workers": r["workers"], "median_mpps": r["median_mpps"],
-                    "one_worker_mpps": base["median_mpps"] if base else None,
-                    "efficiency": eff,
+                    "one_worker_mpps": base_mpps,
+                    "efficiency": ratio(r["median_mpps"], r["workers"] * base_mpps if base_mpps else None),
                     "vs_ovs": ref(OVS) if r["switch"] not in (OVS, CEILING) else None,
                     "vs_ceiling": ref(CEILING) if r["switch"] != CEILING else None})
     return out
