@@ -99,7 +99,7 @@ void BM_FlowCacheHit(benchmark::State& state) {
   FlowKey k = template_key();
   for (uint32_t f = 0; f < n_flows; f++) {
     write_flow(k, f);
-    cache.insert(k, FlowCache::hash(k, key_bytes), key_bytes, gen, Action{}, &evicted);
+    cache.insert(k, FlowCache::hash(k, key_bytes), key_bytes, gen, 0, Action{}, &evicted);
   }
   const std::vector<uint32_t> seq = flow_sequence(n_flows);
   FlowKey burst[kBurst];
@@ -109,12 +109,13 @@ void BM_FlowCacheHit(benchmark::State& state) {
   uint64_t packets = 0, hits = 0;
   BurstTsc tsc;
   tsc.start();
+  uint32_t stamp;
   for (auto _ : state) {
     for (uint32_t i = 0; i < kBurst; i++) write_flow(burst[i], seq[(pos + i) & (kSeqLen - 1)]);
     pos += kBurst;
     for (uint32_t i = 0; i < kBurst; i++) hashes[i] = FlowCache::hash(burst[i], key_bytes);
     for (uint32_t i = 0; i < kBurst; i++) {
-      const CachedFlow* a = cache.lookup(burst[i], hashes[i], key_bytes, gen);
+      const CachedFlow* a = cache.lookup(burst[i], hashes[i], key_bytes, gen, &stamp);
       benchmark::DoNotOptimize(a);
       hits += a != nullptr;
     }
@@ -141,7 +142,7 @@ void BM_FlowCacheMissInsert(benchmark::State& state) {
   bool evicted;
   for (; next_flow < 4 * kCacheEntries; next_flow++) {
     write_flow(burst[0], next_flow);
-    cache.insert(burst[0], FlowCache::hash(burst[0], key_bytes), key_bytes, gen, Action{},
+    cache.insert(burst[0], FlowCache::hash(burst[0], key_bytes), key_bytes, gen, 0, Action{},
                  &evicted);
   }
   uint32_t hashes[kBurst];
@@ -151,12 +152,13 @@ void BM_FlowCacheMissInsert(benchmark::State& state) {
   action.out_port = 1;
   BurstTsc tsc;
   tsc.start();
+  uint32_t stamp;
   for (auto _ : state) {
     for (uint32_t i = 0; i < kBurst; i++) write_flow(burst[i], next_flow++);
     for (uint32_t i = 0; i < kBurst; i++) hashes[i] = FlowCache::hash(burst[i], key_bytes);
     for (uint32_t i = 0; i < kBurst; i++) {
-      if (!cache.lookup(burst[i], hashes[i], key_bytes, gen)) {
-        cache.insert(burst[i], hashes[i], key_bytes, gen, action, &evicted);
+      if (!cache.lookup(burst[i], hashes[i], key_bytes, gen, &stamp)) {
+        cache.insert(burst[i], hashes[i], key_bytes, gen, 0, action, &evicted);
         evictions += evicted;
       }
     }

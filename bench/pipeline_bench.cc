@@ -94,11 +94,12 @@ void run(benchmark::State& state, uint32_t key_bytes, bool miss) {
       PacketMeta meta;
       parse_frame(f.data(), static_cast<uint32_t>(f.size()), 0, ParseOptions{}, &key, &meta);
       uint32_t h = FlowCache::hash(key, key_bytes);
-      const CachedFlow* a = cache.lookup(key, h, key_bytes, gen);
+      uint32_t stamp;
+      const CachedFlow* a = cache.lookup(key, h, key_bytes, gen, &stamp);
       if (!a) {
         Action d = pipeline_decide(snap, key);
         bool evicted;
-        cache.insert(key, h, key_bytes, gen, d, &evicted);
+        cache.insert(key, h, key_bytes, gen, 0, d, &evicted);
         benchmark::DoNotOptimize(d);
       } else {
         benchmark::DoNotOptimize(a);

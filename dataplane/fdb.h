@@ -14,6 +14,7 @@ struct FdbEntry {
   uint16_t port = kNoPort;     // datapath port index
   uint16_t learn_slot = kNoSlot;  // kNoSlot for static (bound port) entries
   uint16_t pad[2] = {};
+  bool operator==(const FdbEntry&) const = default;
 };
 
 class Fdb {
@@ -29,6 +30,8 @@ class Fdb {
   size_t size() const { return size_; }
   // All entries, for show/dump (control thread).
   std::vector<FdbEntry> entries() const;
+  // Same entries (built from the same list, same slots).
+  bool operator==(const Fdb& o) const { return size_ == o.size_ && slots_ == o.slots_; }
 
  private:
   std::vector<FdbEntry> slots_;  // power-of-two size, load <= 1/2

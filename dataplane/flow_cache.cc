@@ -124,21 +124,24 @@ void FlowCache::prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) co
 }
 
 CachedFlow* FlowCache::lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
-                              uint32_t gen) noexcept {
+                              uint32_t gen, uint32_t* stamp) noexcept {
   assert(gen != 0 && "generation 0 marks an empty entry");
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");
   Bucket& b = buckets_[hash & mask_];
   for (uint32_t w = 0; w < kWays; w++) {
     // Rejected on the probe line before the way's own lines are touched.
     if (b.hash[w] == hash && b.gen[w] == gen && b.key_bytes[w] == key_bytes &&
-        keys_equal(b.slot[w].key, key, key_bytes))
+        keys_equal(b.slot[w].key, key, key_bytes)) {
+      *stamp = b.stamp[w];
       return &b.slot[w].flow;
+    }
   }
   return nullptr;
 }
 
 CachedFlow* FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
-                              uint32_t gen, const Action& action, bool* evicted) noexcept {
+                              uint32_t gen, uint32_t stamp, const Action& action,
+                              bool* evicted) noexcept {
   assert(gen != 0 && "generation 0 marks an empty entry");
   assert(valid_key_bytes(key_bytes) && "key_bytes must be a multiple of 8 within FlowKey");
   Bucket& b = buckets_[hash & mask_];
@@ -149,6 +152,7 @@ CachedFlow* FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_by
     } else if (b.hash[w] == hash && b.key_bytes[w] == key_bytes &&
                keys_equal(b.slot[w].key, key, key_bytes)) {
       b.slot[w].flow.action = action;  // already cached under gen: refresh in place
+      b.stamp[w] = stamp;
       *evicted = false;
       return &b.slot[w].flow;
     }
@@ -170,7 +174,8 @@ CachedFlow* FlowCache::insert(const FlowKey& key, uint32_t hash, uint32_t key_by
   b.slot[w].flow = {action, CtHint{}};
   b.hash[w] = hash;
   b.gen[w] = gen;
-  b.key_bytes[w] = key_bytes;
+  b.stamp[w] = stamp;
+  b.key_bytes[w] = uint8_t(key_bytes);
   return &b.slot[w].flow;
 }
 

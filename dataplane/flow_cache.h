@@ -6,8 +6,12 @@
 // from; a lookup under another generation is a miss, so publishing a snapshot
 // invalidates everything without walking the table (STYLE.md rule 7).
 //
+// Each entry also keeps a stamp its inserter gives it (the worker's: the
+// epochs of the learned MACs the decision read, learned_fdb.h; 0 for
+// none), returned by lookup() for the caller to judge.
+//
 // Layout: 4-way set-associative buckets. A bucket's first cache line holds
-// every way's hash, generation and scope: a probe that misses reads that
+// every way's hash, generation, stamp and scope: a probe that misses reads that
 // line alone, and the worker prefetches it for a whole burst (prefetch())
 // before the first lookup. Eviction policy, when a bucket is full: reuse an
 // entry of another generation first, else replace the way named by the
@@ -53,15 +57,16 @@ class FlowCache {
   // lookups and inserts that follow find their lines loaded.
   void prefetch_way(uint32_t hash, uint32_t key_bytes, uint32_t gen) const noexcept;
 
-  // What is cached for this key under generation gen, or nullptr. The
-  // pointer stays this key's until the next insert() that evicts.
-  CachedFlow* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes,
-                     uint32_t gen) noexcept;
-  // Caches action for key under gen and returns the entry; *evicted: a live
-  // entry (same generation, other key) had to make room (the pointer of
-  // an earlier lookup may now name this key).
+  // What is cached for this key under generation gen, or nullptr; *stamp:
+  // the entry's. The pointer stays this key's until the next insert() that
+  // evicts.
+  CachedFlow* lookup(const FlowKey& key, uint32_t hash, uint32_t key_bytes, uint32_t gen,
+                     uint32_t* stamp) noexcept;
+  // Caches action for key under gen with `stamp` and returns the entry;
+  // *evicted: a live entry (same generation, other key) had to make room
+  // (the pointer of an earlier lookup may now name this key).
   CachedFlow* insert(const FlowKey& key, uint32_t hash, uint32_t key_bytes, uint32_t gen,
-                     const Action& action, bool* evicted) noexcept;
+                     uint32_t stamp, const Action& action, bool* evicted) noexcept;
   void clear() noexcept;
 
   uint32_t capacity() const { return n_buckets_ * kWays; }
@@ -85,7 +90,8 @@ class FlowCache {
     // The probe line.
     uint32_t hash[kWays];
     uint32_t gen[kWays];  // 0 = empty (generations start at 1)
-    uint32_t key_bytes[kWays];
+    uint32_t stamp[kWays];
+    uint8_t key_bytes[kWays];  // at most kFullKeyBytes
     uint32_t cursor;
     alignas(64) Slot slot[kWays];
   };

@@ -24,13 +24,14 @@ Action resolve_rules(const Snapshot& snap, const FlowKey& key, Action a) noexcep
   return a;
 }
 
-Action pipeline_decide(const Snapshot& snap, const FlowKey& key) noexcept {
-  return resolve_rules(snap, key, pipeline_decide_deferred(snap, key));
+Action pipeline_decide(const Snapshot& snap, const FlowKey& key, LearnedLookup* learned) noexcept {
+  return resolve_rules(snap, key, pipeline_decide_deferred(snap, key, learned));
 }
 
-Action pipeline_decide_deferred(const Snapshot& snap, const FlowKey& key) noexcept {
+Action pipeline_decide_deferred(const Snapshot& snap, const FlowKey& key,
+                                LearnedLookup* learned) noexcept {
   pipeline_impl::NoTrace none;
-  return pipeline_impl::decide_deferred(snap, key, none);
+  return pipeline_impl::decide_deferred(snap, learned, key, none);
 }
 
 }  // namespace strait::dp

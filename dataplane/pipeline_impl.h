@@ -18,6 +18,7 @@
 
 #include "dataplane/action.h"
 #include "dataplane/flow_key.h"
+#include "dataplane/learned_fdb.h"
 #include "dataplane/port_security.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/trace.h"
@@ -150,10 +151,18 @@ Action to_vtep(const Snapshot& snap, uint16_t port, Action a, Tr& t) noexcept {
   return a;
 }
 
+// The FDB entry of (lvlan, mac): a bound port's or a tunnel's (the
+// snapshot's), else a learned one (learned_fdb.h; null: none consulted).
+inline const FdbEntry* fdb_find(const Snapshot& snap, LearnedLookup* learned, uint16_t lvlan,
+                                const uint8_t* mac) noexcept {
+  if (const FdbEntry* e = snap.fdb.find(lvlan, mac)) return e;
+  return learned ? learned->find(lvlan, mac) : nullptr;
+}
+
 // Where a frame's destination MAC leads inside network `lvlan`.
 template <typename Tr>
-Action l2_forward(const Snapshot& snap, const Network& net, uint16_t lvlan, const FlowKey& key,
-                  Action a, Tr& t) noexcept {
+Action l2_forward(const Snapshot& snap, LearnedLookup* learned, const Network& net, uint16_t lvlan,
+                  const FlowKey& key, Action a, Tr& t) noexcept {
   a.lvlan = lvlan;
   a.mtu = net.mtu;
   step(t, TraceStage::kNetwork, [&](TraceStep& s) {
@@ -167,7 +176,7 @@ Action l2_forward(const Snapshot& snap, const Network& net, uint16_t lvlan, cons
                format(", MTU %u, %zu port(s) in its flood list", net.mtu, net.flood.size());
   });
   if (!mac_is_multicast(key.dl_dst)) {
-    if (const FdbEntry* e = snap.fdb.find(lvlan, key.dl_dst)) {
+    if (const FdbEntry* e = fdb_find(snap, learned, lvlan, key.dl_dst)) {
       step(t, TraceStage::kFdb, [&](TraceStep& s) {
         s.hit = true;
         s.port = e->port;
@@ -341,7 +350,8 @@ void arp_responder_step(const Network& net, const FlowKey& key, const ArpEntry* 
 }
 
 template <typename Tr>
-Action from_access(const Snapshot& snap, const PortEntry& port, const FlowKey& key, Tr& t) noexcept {
+Action from_access(const Snapshot& snap, LearnedLookup* learned, const PortEntry& port,
+                   const FlowKey& key, Tr& t) noexcept {
   // An access port carries one network, untagged: a tag from a VM is an
   // attempt to reach another VLAN (or to smuggle a double tag).
   if (key.n_tags != 0)
@@ -368,11 +378,12 @@ Action from_access(const Snapshot& snap, const PortEntry& port, const FlowKey& k
     r.out_port = uint16_t(e - net.arp.data());
     return r;
   }
-  return l2_forward(snap, net, port.lvlan, key, a, t);
+  return l2_forward(snap, learned, net, port.lvlan, key, a, t);
 }
 
 template <typename Tr>
-Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& key, Tr& t) noexcept {
+Action from_uplink(const Snapshot& snap, LearnedLookup* learned, const PortEntry& port,
+                   const FlowKey& key, Tr& t) noexcept {
   const UplinkMap& map = snap.uplinks[port.uplink_map];
   Action a;
   uint16_t lvlan;
@@ -419,7 +430,7 @@ Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& k
     return drop(t, TraceStage::kNetwork, DropReason::kUnknownVlan,
                 [&](TraceStep& s) { s.detail = "network not live"; });
   // Learning: a source MAC not known in this network lives behind the uplink.
-  if (const FdbEntry* e = snap.fdb.find(lvlan, key.dl_src)) {
+  if (const FdbEntry* e = fdb_find(snap, learned, lvlan, key.dl_src)) {
     known_source(key, *e, "a bound port's MAC, never moved by learning", t);
     a.learn_slot = e->learn_slot;  // kNoSlot for a bound port's MAC: never moved by learning
   } else {
@@ -429,7 +440,7 @@ Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& k
     });
     a.flags |= kActLearn;
   }
-  return keep_learning(l2_forward(snap, net, lvlan, key, a, t), a, lvlan);
+  return keep_learning(l2_forward(snap, learned, net, lvlan, key, a, t), a, lvlan);
 }
 
 // A decapsulated frame (the key describes the inner frame, tun_* the outer
@@ -438,7 +449,8 @@ Action from_uplink(const Snapshot& snap, const PortEntry& port, const FlowKey& k
 // the VTEP that sent it, delivered to local ports through their ingress
 // security, never back into a tunnel.
 template <typename Tr>
-Action from_tunnel(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept {
+Action from_tunnel(const Snapshot& snap, LearnedLookup* learned, const FlowKey& key,
+                   Tr& t) noexcept {
   const VtepConfig& v = snap.vtep;
   auto outer = [&] {
     return "VXLAN " + ip4_str(key.tun_src) + " -> " + ip4_str(key.tun_dst) +
@@ -467,7 +479,7 @@ Action from_tunnel(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept {
     });
   Action a;
   a.flags = kActDecap;
-  if (const FdbEntry* e = snap.fdb.find(lvlan, key.dl_src)) {
+  if (const FdbEntry* e = fdb_find(snap, learned, lvlan, key.dl_src)) {
     known_source(key, *e, "static", t);
     a.learn_slot = e->learn_slot;
   } else if (v.learning && vtep_index_of(snap, key.tun_src) != kNoPort) {
@@ -482,7 +494,7 @@ Action from_tunnel(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept {
                  (v.learning ? "the sender is no known VTEP" : "learning off") + ")";
     });
   }
-  return keep_learning(l2_forward(snap, net, lvlan, key, a, t), a, lvlan);
+  return keep_learning(l2_forward(snap, learned, net, lvlan, key, a, t), a, lvlan);
 }
 
 // ARP on the underlay for our VTEP (vxlan.h is_vtep_arp).
@@ -499,7 +511,8 @@ void vtep_arp_step(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept {
 }
 
 template <typename Tr>
-Action decide_deferred(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept {
+Action decide_deferred(const Snapshot& snap, LearnedLookup* learned, const FlowKey& key,
+                       Tr& t) noexcept {
   const PortEntry* port = snap.port(key.in_port);
   if (!port)
     return drop(t, TraceStage::kInPort, DropReason::kUnknownPort,
@@ -513,17 +526,17 @@ Action decide_deferred(const Snapshot& snap, const FlowKey& key, Tr& t) noexcept
   step(t, TraceStage::kInPort, in_port);
   Action a;
   if (key.tun_flags & kTunValid) {
-    a = from_tunnel(snap, key, t);
+    a = from_tunnel(snap, learned, key, t);
   } else if (bad_source(key, t)) {
     return drop_action(DropReason::kInvalidSourceMac);
   } else if (port->role == PortRole::kAccess) {
-    a = from_access(snap, *port, key, t);
+    a = from_access(snap, learned, *port, key, t);
   } else if (is_vtep_arp(snap, *port, key)) {
     vtep_arp_step(snap, key, t);
     a.kind = ActionKind::kVtepArp;
     return a;
   } else {
-    a = from_uplink(snap, *port, key, t);
+    a = from_uplink(snap, learned, *port, key, t);
   }
   if (a.kind == ActionKind::kOutput) {
     // l2_forward checked that the output port exists.

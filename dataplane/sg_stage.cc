@@ -70,7 +70,8 @@ SgVerdict established(Conntrack& ct, const Snapshot& s, const Action& a, const F
     return open(ct, s, resolve_rules(s, key, a), pkt, now_ms, worker, hint);
   remember(ct, pkt, l.entry, l.src_hi, hint);
   const uint32_t vg = Conntrack::verified_generation(l.entry);
-  if (vg == s.generation) return pass(true);
+  // Generations compare by their difference: they wrap.
+  if (vg != 0 && int32_t(vg - rules_floor(s, key.in_port, a.out_port)) >= 0) return pass(true);
   // vg 0: a SYN re-opened the entry with this packet's sender as opener.
   const bool allowed = (vg == 0 || !l.reply) ? (resolve_rules(s, key, a).flags & kActNewOk) != 0
                                              : sg_original_allowed(s, key, a.out_port);
@@ -147,6 +148,17 @@ DropReason sg_flood_target(const PortSecurity& target, const FlowKey& key,
   return in_connection || rules_allow(target, SgDirection::kIngress, key)
              ? DropReason::kNone
              : DropReason::kSgIngressDenied;
+}
+
+uint32_t rules_floor(const Snapshot& s, uint16_t in_port, uint16_t out_port) noexcept {
+  uint32_t floor = s.verify_generation;
+  auto later = [&](uint16_t port) {
+    if (const PortEntry* p = s.port(port); p && p->security && int32_t(p->rules_gen - floor) > 0)
+      floor = p->rules_gen;
+  };
+  later(in_port);
+  later(out_port);
+  return floor;
 }
 
 bool sg_original_allowed(const Snapshot& s, const FlowKey& reply, uint16_t out_port) noexcept {

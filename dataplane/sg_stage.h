@@ -11,7 +11,7 @@
 //   kRelated (ICMP error): passes when the embedded packet's connection is
 //     live, else iff kActNewOk (kCtInvalid without); never opens one.
 //   kConn with a live entry: the entry is updated; it passes when its rules
-//     were verified at this snapshot generation. Else (the rules changed,
+//     were verified at or after rules_floor(). Else (the rules changed,
 //     F10) it is re-checked: from the original direction (or a connection a
 //     SYN just re-opened, verified generation 0) by this packet's own
 //     kActNewOk; from the reply direction by the original's key
@@ -24,7 +24,7 @@
 //     or RST, ICMP echo reply): "belongs to none and cannot open one".
 // An action of pipeline_decide_deferred has its rules applied
 // (resolve_rules) only where kActNewOk is consulted: never for a packet of a
-// connection verified at this generation.
+// connection verified since its ports' rules last changed (rules_floor).
 // Without a conntrack table (ct == nullptr: tests, or a switch built
 // without one) every tracked packet is new and never recorded: kActNewOk
 // alone decides, replies of allowed connections need rules of their own.
@@ -85,6 +85,12 @@ bool sg_in_connection(const Conntrack* ct, const FlowKey& key, uint16_t zone, co
 // or why not. in_connection: as SgVerdict / sg_in_connection say.
 DropReason sg_flood_target(const PortSecurity& target, const FlowKey& key,
                            bool in_connection) noexcept;
+
+// The generation a connection between in_port and out_port (either way;
+// kNoPort or a VTEP: none) must have been verified at to pass unchecked:
+// Snapshot::verify_generation, or the later rules_gen of the two ports. A
+// change of rules that left both ports' rules alone re-checks nothing.
+uint32_t rules_floor(const Snapshot& s, uint16_t in_port, uint16_t out_port) noexcept;
 
 // F10 re-check from a reply: whether the rules of this snapshot still let the
 // original direction open the connection. `reply` came in on reply.in_port

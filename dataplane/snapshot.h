@@ -56,6 +56,7 @@ struct VtepConfig {
   uint8_t ttl = 64;
   bool learning = false;       // learn inner source MACs of decapsulated frames
   uint8_t mac[6] = {};         // the underlay NIC's MAC
+  bool operator==(const VtepConfig&) const = default;
 };
 
 // A remote VTEP as workers reach it. Stable index while referenced.
@@ -82,6 +83,7 @@ struct RemoteVtep {
 struct AllowedSource {
   uint64_t mac;      // mac_to_u64
   SgPrefix prefix;   // family, length, network-order address
+  bool operator==(const AllowedSource&) const = default;
 };
 
 // Port security of one VM port (port_security_enabled = true): anti-spoofing,
@@ -99,6 +101,7 @@ struct PortSecurity {
 struct TxQueue {
   uint16_t queue = 0;
   bool shared = false;  // other workers use this queue too: take the port's tx lock per burst
+  bool operator==(const TxQueue&) const = default;
 };
 
 struct PortEntry {
@@ -116,6 +119,10 @@ struct PortEntry {
   // kAccess with port security on: what the port may send and receive
   // (points into Snapshot::security); null: no filtering, no anti-spoofing.
   const PortSecurity* security = nullptr;
+  // With security: the generation of the snapshot that gave the port its
+  // rules (security->sg); connections through the port verified before it
+  // are checked again (rules_floor, sg_stage.h). The publisher sets it.
+  uint32_t rules_gen = 1;
   std::array<TxQueue, kMaxWorkers> txq{};  // indexed by worker
 };
 
@@ -123,6 +130,7 @@ struct PortEntry {
 struct UplinkMap {
   std::array<uint16_t, 4096> vid_to_lvlan{};  // 0 = no network
   uint16_t flat_lvlan = 0;                    // untagged frames; 0 = none
+  bool operator==(const UplinkMap&) const = default;
 };
 
 // A remote port's IPv4 address and MAC, from the tunnel FDB: what the ARP
@@ -130,11 +138,13 @@ struct UplinkMap {
 struct ArpEntry {
   uint32_t ip;     // network order
   uint8_t mac[6];
+  bool operator==(const ArpEntry&) const = default;
 };
 
 struct FloodTarget {
   uint16_t port;
   uint16_t egress_vid;  // 0 = untagged
+  bool operator==(const FloodTarget&) const = default;
 };
 
 struct Network {
@@ -153,6 +163,7 @@ struct Network {
   uint16_t mtu = 1500;
   uint16_t uplink = kNoPort;  // datapath port of the physnet NIC (kVlan, kFlat)
   std::vector<FloodTarget> flood;  // every port of the network, uplink included (kVxlan: local ports)
+  bool operator==(const Network&) const = default;
 };
 
 struct RxQueue {
@@ -162,6 +173,16 @@ struct RxQueue {
 
 struct Snapshot {
   uint32_t generation = 1;  // never 0 (0 marks an empty flow-cache entry)
+  // Generations that change less often than `generation` (issue 22), set by
+  // the publisher from the snapshot before (same_forwarding):
+  //   cache_generation: what flow caches key their entries by; a snapshot
+  //     that changed only security-group rules keeps it (cached actions leave
+  //     the rules to conntrack, sg_stage.h), so its flows stay cached.
+  //   verify_generation: conntrack re-checks every connection verified
+  //     before it against the rules (F10); after a change of rules only, just
+  //     those of ports whose rules changed (PortSecurity::rules_gen).
+  uint32_t cache_generation = 1;
+  uint32_t verify_generation = 1;
   uint16_t n_workers = 0;
   std::vector<PortEntry> ports;                  // size kMaxPorts, by datapath index
   std::array<Network, 4096> networks{};          // by local VLAN (1..4094)
@@ -190,5 +211,11 @@ struct Snapshot {
   // The local VLAN of a VNI, 0 when no network of it is on this host.
   uint16_t lvlan_of_vni(uint32_t vni) const;
 };
+
+// Whether every flow gets the same pipeline decision (pipeline.h) from a as
+// from b: everything the pipeline reads is equal, security-group rules
+// (PortSecurity::sg) aside; what only the worker's per-packet work reads
+// (tx queues, rx queue owners, remote VTEPs' next hops) is not compared.
+bool same_forwarding(const Snapshot& a, const Snapshot& b);
 
 }  // namespace strait::dp

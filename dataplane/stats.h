@@ -48,6 +48,9 @@ struct alignas(64) WorkerStats {
   Counter iterations_over_1ms{0};
   Counter packets{0};       // received
   Counter cache_hits{0}, cache_misses{0}, cache_evictions{0};
+  // Misses on an entry a change of a learned MAC it was decided by made
+  // stale (learned_fdb.h); counted in cache_misses too.
+  Counter cache_stale{0};
   Counter learn_events_lost{0};  // up-queue full
   Counter arp_responder_replies{0};  // ARP requests of local VMs answered for remote ports
   Counter generation{0};    // last snapshot generation this worker forwarded by

@@ -170,7 +170,7 @@ const char* trace_stage_name(TraceStage s) {
 }
 
 TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len,
-                        uint16_t in_port) {
+                        uint16_t in_port, const Fdb* learned) {
   TraceResult r;
   r.generation = snap.generation;
   r.frame_len = len;
@@ -188,7 +188,8 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
   p.detail = "well-formed";
   // The worker's own decision, its steps recorded on the way.
   Tracer tracer(&r.steps);
-  r.action = resolve_rules(snap, r.key, pipeline_impl::decide_deferred(snap, r.key, tracer));
+  LearnedLookup lk{learned};
+  r.action = resolve_rules(snap, r.key, pipeline_impl::decide_deferred(snap, &lk, r.key, tracer));
   r.learn = r.action.flags & kActLearn;
   r.tracked = r.action.flags & kActTrack;
   if (r.tracked) conntrack_step(r.action, &r);

@@ -81,8 +81,9 @@ struct TraceResult {
   bool consistent = true;        // the steps arrive at the verdict (always, unless a bug)
 };
 
-// Traces `len` contiguous bytes received on datapath port `in_port`.
+// Traces `len` contiguous bytes received on datapath port `in_port`, with
+// the learned MACs of `learned` (learned_fdb.h; null: none).
 TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len,
-                        uint16_t in_port);
+                        uint16_t in_port, const Fdb* learned = nullptr);
 
 }  // namespace strait::dp

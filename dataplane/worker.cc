@@ -60,8 +60,11 @@ int Worker::run() noexcept {
     if (s) {
       // Generations only grow; a smaller one means the counter wrapped and
       // old entries could look current again.
-      if (s->generation < last_gen) cache_.clear();
-      last_gen = s->generation;
+      if (s->cache_generation != last_gen) {
+        if (s->cache_generation < last_gen) cache_.clear();
+        last_gen = s->cache_generation;
+        cache_gen_.store(last_gen, std::memory_order_relaxed);
+      }
       uint64_t t = prev;  // one rdtsc per poll, chained from poll to poll
       for (const RxQueue& q : s->rx_by_worker[id_]) moved += poll(*s, q, &t);
       stats_->generation.store(s->generation, std::memory_order_relaxed);
@@ -182,24 +185,36 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   // Decide every frame, then prepare the tracked ones' conntrack probes
   // (their bucket misses overlap), then act on each in order. The ways the
   // lookups (and inserts) will touch are loaded for the whole burst first.
-  uint64_t hits = 0, misses = 0, evictions = 0, pipeline_cycles = 0;
+  uint64_t hits = 0, misses = 0, evictions = 0, stale = 0, pipeline_cycles = 0;
   Action* const acts = acts_;
   SgPrepared* const ct = ct_;
   CachedFlow** const flows = flows_;
+  const uint32_t gen = s.cache_generation;
+  const LearnedState& learned = shared_->learned;
   for (uint16_t i = 0; i < n; i++)
-    if (ok[i]) cache_.prefetch_way(hashes[i], key_bytes[i], s.generation);
+    if (ok[i]) cache_.prefetch_way(hashes[i], key_bytes[i], gen);
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
     Action& a = acts[i];
-    CachedFlow* f = cache_.lookup(keys[i], hashes[i], key_bytes[i], s.generation);
+    uint32_t stamp;
+    CachedFlow* f = cache_.lookup(keys[i], hashes[i], key_bytes[i], gen, &stamp);
+    // Decided by a learned MAC that was learned, moved or aged since.
+    if (f && stamp != 0 && stamp != learned.stamp(keys[i])) [[unlikely]] {
+      f = nullptr;
+      stale++;
+    }
     if (f) {
       a = f->action;  // copied: a later insert in this burst may reuse the entry
       hits++;
     } else {
       const uint64_t t_miss = rte_rdtsc();
-      a = pipeline_decide_deferred(s, keys[i]);  // sg_track applies the rules when needed
+      // The stamp before the learned FDB is read (learned_fdb.h).
+      const uint32_t now_stamp = learned.stamp(keys[i]);
+      LearnedLookup lk{learned.fdb.load(std::memory_order_acquire)};
+      a = pipeline_decide_deferred(s, keys[i], &lk);  // sg_track applies the rules when needed
       bool evicted;
-      f = cache_.insert(keys[i], hashes[i], key_bytes[i], s.generation, a, &evicted);
+      f = cache_.insert(keys[i], hashes[i], key_bytes[i], gen, lk.used ? now_stamp : 0, a,
+                        &evicted);
       if (evicted) {
         evictions++;
         for (uint16_t j = 0; j < i; j++)  // their entry is this key's now
@@ -230,6 +245,7 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   bump(stats_->cache_hits, hits);
   bump(stats_->cache_misses, misses);
   bump(stats_->cache_evictions, evictions);
+  bump(stats_->cache_stale, stale);
   Counter* st = stats_->stage_cycles;
   bump(st[unsigned(Stage::kParse)], t_parsed - tsc);
   bump(st[unsigned(Stage::kLookup)], t_decided - t_parsed - pipeline_cycles);

@@ -17,6 +17,7 @@
 #include "dataplane/cache_dump.h"
 #include "dataplane/conntrack.h"
 #include "dataplane/flow_cache.h"
+#include "dataplane/learned_fdb.h"
 #include "dataplane/sg_stage.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/stats.h"
@@ -71,6 +72,9 @@ struct DataplaneShared {
   // Connection tracking for stateful security groups: one table, every
   // worker (owned by the control thread, which expires and flushes it).
   Conntrack* ct = nullptr;
+  // MACs learned from traffic, published apart from the snapshot (its
+  // pointer follows the snapshot's rules; learned_fdb.h).
+  LearnedState learned;
 
   DataplaneShared();
 };
@@ -98,6 +102,9 @@ class Worker {
   // Entries of the live generation (control thread, racy by design: a
   // diagnostic snapshot of a cache the worker keeps changing).
   const FlowCache& cache() const { return cache_; }
+  // The snapshot cache generation (Snapshot::cache_generation) the cache
+  // was last used with (control thread: read once the worker stopped).
+  uint32_t cache_generation() const { return cache_gen_.load(std::memory_order_relaxed); }
   // Copies of the cache made by the worker on request (straitctl cache dump).
   CacheDumpSlot& cache_dump() { return dump_; }
 
@@ -153,6 +160,7 @@ class Worker {
   uint64_t now_ms_ = 0;  // ct_now_ms() at the start of this loop iteration
   uint64_t next_ms_tsc_ = 0;  // the TSC at which now_ms_ moves on
   FlowCache cache_;
+  std::atomic<uint32_t> cache_gen_{0};
   CacheDumpSlot dump_;
   std::unique_ptr<WorkerStats> stats_;
   std::unique_ptr<TxBuffer[]> tx_;          // by datapath port

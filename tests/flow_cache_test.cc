@@ -53,14 +53,15 @@ bool same_action(const Action& a, const Action& b) { return std::memcmp(&a, &b, 
 bool insert(FlowCache& c, const FlowKey& k, uint32_t h, uint32_t kb, uint32_t gen,
             const Action& a) {
   bool evicted;
-  const CachedFlow* f = c.insert(k, h, kb, gen, a, &evicted);
+  const CachedFlow* f = c.insert(k, h, kb, gen, 0, a, &evicted);
   EXPECT_TRUE(f && same_action(f->action, a));
   return evicted;
 }
 
 // FlowCache::lookup's action, or null.
 const Action* lookup(FlowCache& c, const FlowKey& k, uint32_t h, uint32_t kb, uint32_t gen) {
-  const CachedFlow* f = c.lookup(k, h, kb, gen);
+  uint32_t stamp;
+  const CachedFlow* f = c.lookup(k, h, kb, gen, &stamp);
   return f ? &f->action : nullptr;
 }
 
@@ -114,23 +115,26 @@ TEST(FlowCacheTest, ConntrackHintStaysWithItsKeyAndGeneration) {
   auto keys = keys_in_bucket(cache, 2, 5);
   auto h = [](const FlowKey& k) { return FlowCache::hash(k, kFullKeyBytes); };
   bool evicted;
+  uint32_t stamp;
   for (size_t i = 0; i < 4; i++) {
-    CachedFlow* f = cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, output(i), &evicted);
+    CachedFlow* f = cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, 0, output(i), &evicted);
     EXPECT_EQ(f->ct, CtHint{});
     f->ct = CtHint{uint32_t(i + 1), 7};
   }
   for (size_t i = 0; i < 4; i++)
-    EXPECT_EQ(cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, 1)->ct, (CtHint{uint32_t(i + 1), 7}));
+    EXPECT_EQ(cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, 1, &stamp)->ct,
+              (CtHint{uint32_t(i + 1), 7}));
   // A refresh of the same key in the same generation keeps it.
-  EXPECT_EQ(cache.insert(keys[1], h(keys[1]), kFullKeyBytes, 1, output(9), &evicted)->ct,
+  EXPECT_EQ(cache.insert(keys[1], h(keys[1]), kFullKeyBytes, 1, 0, output(9), &evicted)->ct,
             (CtHint{2, 7}));
   EXPECT_FALSE(evicted);
   // The key that takes an evicted entry gets none of its hint.
-  CachedFlow* f = cache.insert(keys[4], h(keys[4]), kFullKeyBytes, 1, output(4), &evicted);
+  CachedFlow* f = cache.insert(keys[4], h(keys[4]), kFullKeyBytes, 1, 0, output(4), &evicted);
   EXPECT_TRUE(evicted);
   EXPECT_EQ(f->ct, CtHint{});
   // Nor does the same key under the next generation.
-  EXPECT_EQ(cache.insert(keys[2], h(keys[2]), kFullKeyBytes, 2, output(2), &evicted)->ct, CtHint{});
+  EXPECT_EQ(cache.insert(keys[2], h(keys[2]), kFullKeyBytes, 2, 0, output(2), &evicted)->ct,
+            CtHint{});
 }
 
 TEST(FlowCacheTest, OtherGenerationIsAMiss) {
@@ -477,6 +481,31 @@ TEST(CacheDump, CopiesTheWholeCacheASliceAtATime) {
   ASSERT_TRUE(slot.request());
   while (!slot.ready()) slot.serve(cache, 7);
   EXPECT_EQ(slot.live(), live);
+}
+
+// The worker judges an entry by the stamp it inserted it with (the epochs of
+// the learned MACs its decision read): lookup gives it back, and a refresh of
+// the same key replaces it in place rather than taking another way.
+TEST(FlowCacheTest, StampStaysWithItsEntryAndARefreshReplacesIt) {
+  FlowCache cache(64);
+  auto keys = keys_in_bucket(cache, 3, 4);
+  auto h = [](const FlowKey& k) { return FlowCache::hash(k, kFullKeyBytes); };
+  bool evicted;
+  uint32_t stamp = 0;
+  for (size_t i = 0; i < 4; i++)
+    cache.insert(keys[i], h(keys[i]), kFullKeyBytes, 1, uint32_t(2 * i + 1), output(i), &evicted);
+  for (size_t i = 0; i < 4; i++) {
+    ASSERT_NE(cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, 1, &stamp), nullptr);
+    EXPECT_EQ(stamp, 2 * i + 1);
+  }
+  cache.insert(keys[1], h(keys[1]), kFullKeyBytes, 1, 99, output(7), &evicted);
+  EXPECT_FALSE(evicted) << "the bucket is full: a new way would have evicted";
+  const CachedFlow* f = cache.lookup(keys[1], h(keys[1]), kFullKeyBytes, 1, &stamp);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(stamp, 99u);
+  EXPECT_EQ(f->action.out_port, 7);
+  for (size_t i : {0, 2, 3})
+    EXPECT_NE(cache.lookup(keys[i], h(keys[i]), kFullKeyBytes, 1, &stamp), nullptr) << i;
 }
 
 }  // namespace

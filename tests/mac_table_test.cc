@@ -65,5 +65,25 @@ TEST(MacTable, MacsLeaveWithTheirLocalVlan) {
   EXPECT_FALSE(t.learn(5, mac(9), 1, 0));
 }
 
+// What the next learned FDB changes: each MAC learned or forgotten once
+// (the workers' flows that name it are decided again, no other).
+TEST(MacTable, ChangesNameEachLearnedOrForgottenMacOnce) {
+  MacTable t(4, 4);
+  EXPECT_FALSE(t.changed());
+  ASSERT_TRUE(t.learn(5, mac(1), 1, 100));
+  ASSERT_TRUE(t.learn(6, mac(1), 1, 100));  // the same MAC in another network
+  ASSERT_TRUE(t.learn(5, mac(2), 1, 100));
+  EXPECT_FALSE(t.learn(5, mac(2), 1, 100)) << "known: no change";
+  EXPECT_TRUE(t.changed());
+  EXPECT_EQ(t.take_changes(), (std::vector<Mac>{mac(1), mac(2)}));
+  EXPECT_FALSE(t.changed());
+  auto seen = [](uint16_t slot) { return slot == 2 ? 390u : 0u; };  // mac(2) talks
+  ASSERT_TRUE(t.age(401, 300, seen));
+  EXPECT_EQ(t.take_changes(), (std::vector<Mac>{mac(1)}));
+  t.keep_vlans({});
+  EXPECT_EQ(t.take_changes(), (std::vector<Mac>{mac(2)}));
+  EXPECT_EQ(t.size(), 0u);
+}
+
 }  // namespace
 }  // namespace strait::ctl

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <rte_rcu_qsbr.h>
 
+#include "dataplane/sg_stage.h"
+
 namespace strait::ctl {
 namespace {
 
@@ -60,6 +62,45 @@ TEST_F(PublisherTest, OfflineWorkerDoesNotHoldGracePeriods) {
   rte_rcu_qsbr_quiescent(shared_.qsbr, 0);
   pub.poll();
   EXPECT_TRUE(done);
+}
+
+// Issue 22: a snapshot that changes only the rules of some ports keeps the
+// flow caches' generation, and the rules generation of every other port;
+// any other change starts the cache and every connection's check afresh.
+TEST_F(PublisherTest, ARulesOnlyChangeKeepsTheCacheAndTheOtherPortsRules) {
+  // Classifiers are compared by address only (never read here).
+  const auto* web = reinterpret_cast<const dp::SgClassifier*>(uintptr_t{0x1000});
+  const auto* web2 = reinterpret_cast<const dp::SgClassifier*>(uintptr_t{0x2000});
+  const auto* other = reinterpret_cast<const dp::SgClassifier*>(uintptr_t{0x3000});
+  auto snapshot = [](const dp::SgClassifier* a, const dp::SgClassifier* b, uint16_t lvlan_b) {
+    auto s = std::make_unique<dp::Snapshot>();
+    for (uint16_t i : {1, 2}) {
+      auto sec = std::make_unique<dp::PortSecurity>();
+      sec->sg = i == 1 ? a : b;
+      s->ports[i].present = true;
+      s->ports[i].lvlan = i == 1 ? 5 : lvlan_b;
+      s->ports[i].security = sec.get();
+      s->security.push_back(std::move(sec));
+    }
+    return s;
+  };
+  Publisher pub(&shared_);
+  pub.publish(snapshot(web, other, 5));
+  pub.publish(snapshot(web, web2, 5));  // port 2's rules changed
+  const dp::Snapshot* s = pub.current();
+  EXPECT_EQ(s->generation, 2u);
+  EXPECT_EQ(s->cache_generation, 1u) << "flows stay cached";
+  EXPECT_EQ(s->verify_generation, 1u);
+  EXPECT_EQ(s->ports[1].rules_gen, 1u) << "port 1's connections are not checked again";
+  EXPECT_EQ(s->ports[2].rules_gen, 2u);
+  EXPECT_EQ(dp::rules_floor(*s, 1, dp::kNoPort), 1u);
+  EXPECT_EQ(dp::rules_floor(*s, 1, 2), 2u);
+
+  pub.publish(snapshot(web, web2, 6));  // port 2 moved to another network
+  s = pub.current();
+  EXPECT_EQ(s->cache_generation, 3u);
+  EXPECT_EQ(s->verify_generation, 3u);
+  EXPECT_EQ(dp::rules_floor(*s, 1, dp::kNoPort), 3u) << "every connection is checked";
 }
 
 }  // namespace

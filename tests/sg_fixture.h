@@ -99,7 +99,7 @@ inline std::shared_ptr<const dp::SgClassifier> web_group(const SgOptions& o) {
 inline std::unique_ptr<dp::Snapshot> sg_snapshot(const SgOptions& o = {}) {
   using namespace dp;
   auto s = std::make_unique<Snapshot>();
-  s->generation = o.generation;
+  s->generation = s->cache_generation = s->verify_generation = o.generation;
   s->n_workers = 1;
   s->classifiers.push_back(web_group(o));
   const SgClassifier* web = s->classifiers.back().get();

@@ -173,6 +173,28 @@ TEST_F(SgStageTest, RuleRemovedRevokesOnTheOriginalDirection) {
   EXPECT_EQ(entry(ct), nullptr);
 }
 
+// Issue 22: a connection is checked again only when the rules of one of
+// its two ports changed since it was verified (PortSecurity's generation,
+// set by the publisher) or everything did (verify_generation).
+TEST_F(SgStageTest, OnlyAChangeOfItsPortsRulesRechecksAConnection) {
+  Conntrack ct(ct_config());
+  handshake(*gen1_, ct);
+  test::SgOptions o;
+  o.web_ingress_tcp80 = false;
+  o.generation = 3;
+  auto gen3 = test::sg_snapshot(o);
+  // As the publisher leaves a snapshot whose change touched neither port.
+  gen3->verify_generation = 1;
+  EXPECT_EQ(rules_floor(*gen3, kPortB, kPortA), 1u);
+  EXPECT_EQ(name(run(*gen3, &ct, data()).drop), "none");
+  EXPECT_EQ(Conntrack::verified_generation(entry(ct)), gen1_->generation) << "not checked";
+  // B's rules changed at generation 2: checked, and B's ingress refuses.
+  gen3->ports[kPortB].rules_gen = 2;
+  EXPECT_EQ(rules_floor(*gen3, kPortB, kPortA), 2u);
+  EXPECT_EQ(rules_floor(*gen3, kPortA, kNoPort), 1u) << "A alone: its own rules";
+  EXPECT_EQ(name(run(*gen3, &ct, data()).drop), "ct_revoked");
+}
+
 TEST_F(SgStageTest, RuleKeptReverifiesFromTheReplyThroughReverseKey) {
   Conntrack ct(ct_config());
   handshake(*gen1_, ct);

@@ -49,10 +49,16 @@ class BuilderTest : public ::testing::Test {
     }
     return k;
   }
-  dp::Action decide(const dp::FlowKey& k) { return dp::pipeline_decide(*build_snapshot(in_), k); }
+  // With the learned MACs of learned_ (build_learned_fdb).
+  dp::Action decide(const dp::FlowKey& k) {
+    auto fdb = build_learned_fdb(learned_);
+    dp::LearnedLookup lk{fdb.get()};
+    return dp::pipeline_decide(*build_snapshot(in_), k, &lk);
+  }
 
   Model model_;
   BuildInput in_;
+  std::vector<LearnedMac> learned_;
 };
 
 TEST_F(BuilderTest, VmToKnownVmIsUnicastUntagged) {
@@ -109,8 +115,8 @@ TEST_F(BuilderTest, LearnedMacIsUnicastToUplinkAndStaticEntryWins) {
   net("n1", "vlan", 100);
   port(1, "n1", "02:00:00:00:00:01");
   const uint16_t lvlan = model_.local_vlan("n1");
-  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:99:99"), 0, 7});
-  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:00:01"), 0, 8});  // a VM's MAC seen outside
+  learned_.push_back({lvlan, *parse_mac("02:00:00:00:99:99"), 0, 7});
+  learned_.push_back({lvlan, *parse_mac("02:00:00:00:00:01"), 0, 8});  // a VM's MAC seen outside
   auto a = decide(key(1, "02:00:00:00:00:01", "02:00:00:00:99:99"));
   EXPECT_EQ(a.kind, ActionKind::kOutput);
   EXPECT_EQ(a.out_port, 0);
@@ -127,13 +133,13 @@ TEST_F(BuilderTest, FrameBackToItsUplinkIsDroppedAndItsSourceLearned) {
   net("n1", "vlan", 100);
   port(1, "n1", "02:00:00:00:00:01");
   const uint16_t lvlan = model_.local_vlan("n1");
-  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:99:99"), 0, 7});
+  learned_.push_back({lvlan, *parse_mac("02:00:00:00:99:99"), 0, 7});
   auto a = decide(key(0, "02:00:00:00:99:98", "02:00:00:00:99:99", 100));
   EXPECT_EQ(a.reason, DropReason::kSamePort);
   EXPECT_TRUE(a.flags & dp::kActLearn);
   EXPECT_EQ(a.lvlan, lvlan);
   // A source learned already is not reported again.
-  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:99:98"), 0, 8});
+  learned_.push_back({lvlan, *parse_mac("02:00:00:00:99:98"), 0, 8});
   auto b = decide(key(0, "02:00:00:00:99:98", "02:00:00:00:99:99", 100));
   EXPECT_EQ(b.reason, DropReason::kSamePort);
   EXPECT_FALSE(b.flags & dp::kActLearn);
@@ -217,9 +223,16 @@ TEST_F(VxlanBuilderTest, RemoteMacsPointAtVtepPortsAndLocalMacsWin) {
   remote("vx", "02:00:00:00:01:02", "10.99.0.3");
   remote("vx", "02:00:00:00:00:01", "10.99.0.3");  // stale: the VM is here now
   const uint16_t lvlan = model_.local_vlan("vx");
-  in_.learned.push_back({lvlan, *parse_mac("02:00:00:00:01:09"), dp::kVtepPortBase + 2, 4});
+  learned_.push_back({lvlan, *parse_mac("02:00:00:00:01:09"), dp::kVtepPortBase + 2, 4});
   auto s = build_snapshot(in_);
-  auto find = [&](const char* mac) { return s->fdb.find(lvlan, parse_mac(mac)->data()); };
+  auto learned = build_learned_fdb(learned_);
+  auto find = [&](const char* mac) {
+    const Mac m = *parse_mac(mac);
+    const dp::FdbEntry* e = s->fdb.find(lvlan, m.data());
+    return e ? e : learned->find(lvlan, m.data());
+  };
+  EXPECT_EQ(s->fdb.find(lvlan, parse_mac("02:00:00:00:01:09")->data()), nullptr)
+      << "learned MACs live in the learned FDB, not the snapshot";
   ASSERT_NE(find("02:00:00:00:01:01"), nullptr);
   EXPECT_EQ(find("02:00:00:00:01:01")->port, dp::kVtepPortBase + 0);
   EXPECT_EQ(find("02:00:00:00:01:02")->port, dp::kVtepPortBase + 2);

@@ -197,6 +197,72 @@ TEST_F(SwitchTest, PhysnetSourceMacIsLearnedAndUnicastStopsFlooding) {
   EXPECT_TRUE(b.take().empty());  // no longer flooded
 }
 
+// Issue 22: a learned MAC changes the decisions of the flows that name it
+// and of no other. The snapshot is not rebuilt; flows of the same network
+// and of another stay cached; the flow to the new MAC is decided again and
+// goes out unicast.
+TEST_F(SwitchTest, LearningAMacDecidesAgainOnlyTheFlowsNamingIt) {
+  constexpr char kRemote2[] = "02:00:00:00:99:02";
+  h_->ok("network.create", {{"id", "n1"}, {"type", "vlan"}, {"physnet", "physnet1"},
+                            {"segmentation_id", 100}});
+  h_->ok("network.create", {{"id", "n2"}, {"type", "vlan"}, {"physnet", "physnet1"},
+                            {"segmentation_id", 200}});
+  RingPort& a = bind(1, "n1", kMacA);
+  RingPort& b = bind(2, "n1", kMacB);
+  RingPort& c = bind(3, "n2", kMacC);
+  RingPort& d = bind(4, "n2", kMacD);
+  auto counter = [&](const char* name) {
+    uint64_t n = 0;
+    const json stats = h_->ok("stats");
+    for (const json& w : stats["workers"]) n += w[name].get<uint64_t>();
+    return n;
+  };
+  auto drain = [&] {
+    h_->pump(std::chrono::milliseconds(50));
+    for (RingPort* p : {&a, &b, &c, &d, phys_.get()}) p->take();
+  };
+  phys_->send({Eth(kRemote, "ff:ff:ff:ff:ff:ff").vlan(100).arp()});
+  ASSERT_EQ(a.wait_for(1).size(), 1u);
+  drain();
+  ASSERT_EQ(h_->sw().show()["learned_macs"], 1);
+  const Frame a_to_b = Eth(kMacA, kMacB).ipv4().udp(), c_to_d = Eth(kMacC, kMacD).ipv4().udp();
+  const Frame a_to_remote = Eth(kMacA, kRemote).ipv4().udp();
+  const Frame a_to_remote2 = Eth(kMacA, kRemote2).ipv4().udp();
+  auto send_all = [&] {
+    a.send({a_to_b});
+    c.send({c_to_d});
+    a.send({a_to_remote});
+    ASSERT_EQ(b.wait_for(1).size(), 1u);
+    ASSERT_EQ(d.wait_for(1).size(), 1u);
+    ASSERT_EQ(phys_->wait_for(1).size(), 1u);
+    drain();
+  };
+  send_all();
+  a.send({a_to_remote2});  // unknown: flooded
+  ASSERT_EQ(b.wait_for(1).size(), 1u);
+  drain();
+  const uint64_t generation = h_->ok("stats")["generation"].get<uint64_t>();
+
+  // The second remote host speaks in n1: learned.
+  phys_->send({Eth(kRemote2, "ff:ff:ff:ff:ff:ff").vlan(100).arp()});
+  ASSERT_EQ(a.wait_for(1).size(), 1u);
+  drain();
+  ASSERT_EQ(h_->sw().show()["learned_macs"], 2);
+  EXPECT_EQ(h_->ok("stats")["generation"].get<uint64_t>(), generation)
+      << "a learned MAC publishes no snapshot";
+  const uint64_t misses = counter("cache_misses"), stale = counter("cache_stale");
+  send_all();
+  EXPECT_EQ(counter("cache_misses"), misses) << "flows not naming the new MAC stay cached";
+  a.send({a_to_remote2});
+  auto out = phys_->wait_for(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(vlan_id(out[0]), 100);
+  h_->pump(std::chrono::milliseconds(50));
+  EXPECT_TRUE(b.take().empty()) << "unicast now, no longer flooded";
+  EXPECT_EQ(counter("cache_misses"), misses + 1);
+  EXPECT_EQ(counter("cache_stale"), stale + 1);
+}
+
 // A learned MAC that stops talking is forgotten after mac_aging_s, and
 // traffic to it floods again; traffic from it keeps it alive.
 TEST(SwitchAging, LearnedMacAgesOutAndFloodingResumes) {

@@ -111,6 +111,46 @@ TEST_F(SecGroupTest, RuleRemovalEndsConnectionAndReAddRestoresItF10) {
   EXPECT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kPsh | kAck)}, 1), 1u);
 }
 
+// Issue 22: a change of rules re-checks only the connections of ports whose
+// rules it changed, and evicts no flow. A rule of a group neither end of a
+// connection uses leaves it alone; a rule removed from the receiver's group
+// still ends it at its next packet (F10).
+TEST_F(SecGroupTest, RuleChangeRechecksOnlyTheConnectionsOfItsPortsAndEvictsNothing) {
+  h_->ok("security_group.create", {{"id", "client"}});
+  h_->ok("security_group.create", {{"id", "ssh"}});
+  h_->ok("security_group.create", {{"id", "other"}});
+  rule("client", "egress");
+  json r = rule("ssh", "ingress", {{"protocol", "tcp"}, {"port_range_min", 22}, {"port_range_max", 22}});
+  RingPort& a = bind(1, kMacA, "10.0.0.1", {"client"});
+  RingPort& b = bind(2, kMacB, "10.0.0.2", {"ssh"});
+  bind(3, kMacC, "10.0.0.3", {"other"});
+  ASSERT_EQ(pass(a, b, {tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kSyn)}, 1), 1u);
+  ASSERT_EQ(pass(b, a, {tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kSyn | kAck)}, 1), 1u);
+  const Frame data = tcp(kMacA, kMacB, "10.0.0.1", "10.0.0.2", 40000, 22, kPsh | kAck);
+  const Frame reply = tcp(kMacB, kMacA, "10.0.0.2", "10.0.0.1", 22, 40000, kPsh | kAck);
+  ASSERT_EQ(pass(a, b, {data}, 1), 1u);
+  ASSERT_EQ(pass(b, a, {reply}, 1), 1u);
+  auto misses = [&] {
+    uint64_t n = 0;
+    const json stats = h_->ok("stats");
+    for (const json& w : stats["workers"]) n += w["cache_misses"].get<uint64_t>();
+    return n;
+  };
+  const uint64_t before = misses();
+  const uint64_t generation = h_->ok("stats")["generation"].get<uint64_t>();
+
+  rule("other", "ingress", {{"protocol", "tcp"}, {"port_range_min", 80}, {"port_range_max", 80}});
+  EXPECT_GT(h_->ok("stats")["generation"].get<uint64_t>(), generation);
+  EXPECT_EQ(pass(a, b, {data}, 1), 1u);
+  EXPECT_EQ(pass(b, a, {reply}, 1), 1u);
+  EXPECT_EQ(misses(), before) << "a change of rules only evicts no flow";
+
+  h_->ok("security_group_rule.delete", {{"id", r["id"]}});
+  EXPECT_EQ(pass(b, a, {reply}, 0), 0u);
+  EXPECT_EQ(h_->drops("ct_revoked"), 1u) << "B's rules changed: its connection is checked";
+  EXPECT_EQ(misses(), before) << "and its flows were still cached";
+}
+
 // A rule naming a remote group allows exactly its members; a port joining
 // the group (port.update on a live port) is allowed from then on, and the
 // rules are not recompiled for it (F8: only the address sets change).

@@ -480,6 +480,7 @@ json Switch::stats() const {
                        {"cache_hits", dp::read(st.cache_hits)},
                        {"cache_misses", dp::read(st.cache_misses)},
                        {"cache_evictions", dp::read(st.cache_evictions)},
+                       {"cache_stale", dp::read(st.cache_stale)},
                        {"learn_events_lost", dp::read(st.learn_events_lost)},
                        {"arp_responder_replies", dp::read(st.arp_responder_replies)},
                        {"generation", dp::read(st.generation)}, {"drops", drops_json(drops, 0)}});

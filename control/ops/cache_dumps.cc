@@ -58,7 +58,7 @@ void CacheDumps::poll(const std::vector<std::unique_ptr<dp::Worker>>& workers, b
       // Stopped workers serve nothing: their cache is the control thread's to read.
       if (d.state[i] == 1 && !running)
         while (!slot.ready())
-          slot.serve(w.cache(), static_cast<uint32_t>(dp::read(w.stats().generation)));
+          slot.serve(w.cache(), w.cache_generation());
       if (d.state[i] == 1 && slot.ready()) {
         json entries = json::array();
         for (uint32_t e = 0; e < slot.size(); e++) {

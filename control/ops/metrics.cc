@@ -157,6 +157,8 @@ void render_workers(Exposition& e, const json& stats) {
        "Flow-cache misses (full pipeline runs)."},
       {"strait_worker_cache_evictions_total", "cache_evictions", "counter",
        "Flow-cache entries evicted to make room."},
+      {"strait_worker_cache_stale_total", "cache_stale", "counter",
+       "Flow-cache misses on entries a learned MAC they were decided by made stale."},
       {"strait_worker_learn_events_lost_total", "learn_events_lost", "counter",
        "MAC learning events lost to a full ring."},
       {"strait_worker_arp_responder_replies_total", "arp_responder_replies", "counter",

@@ -43,7 +43,8 @@ void Switch::trace(const json& params, Done done) {
   if (!frame) return done(error_reply(frame.error()));
 
   const dp::Snapshot& snap = *publisher_.current();
-  const dp::TraceResult r = dp::trace_frame(snap, frame->data(), frame->size(), in);
+  const dp::TraceResult r =
+      dp::trace_frame(snap, frame->data(), frame->size(), in, publisher_.learned());
   json steps = json::array();
   for (const dp::TraceStep& s : r.steps) {
     json j = {{"step", dp::trace_stage_name(s.stage)}, {"detail", s.detail}};

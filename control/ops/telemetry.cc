@@ -154,8 +154,8 @@ int cmd_workers(const char*, const char*, rte_tel_data* d) {
   if (!v) return -1;
   static constexpr const char* kCounters[] = {
       "id",          "lcore",      "packets",      "iterations",      "busy_cycles",
-      "idle_cycles", "cache_hits", "cache_misses", "cache_evictions", "learn_events_lost",
-      "generation"};
+      "idle_cycles", "cache_hits", "cache_misses", "cache_evictions", "cache_stale",
+      "learn_events_lost", "generation"};
   const json& workers = v->stats["workers"];
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_u64(d, "count", workers.size());

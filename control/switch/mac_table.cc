@@ -19,6 +19,7 @@ bool MacTable::learn(uint16_t lvlan, const Mac& mac, uint16_t port, uint32_t now
   macs_.emplace(k, Learned{port, free_slots_.back(), now});
   free_slots_.pop_back();
   n++;
+  changes_.insert(mac);
   return true;
 }
 
@@ -27,6 +28,9 @@ bool MacTable::contains(uint16_t lvlan, const Mac& mac) const { return macs_.cou
 void MacTable::forget(std::map<uint64_t, Learned>::iterator& it) {
   const auto lvlan = static_cast<uint16_t>(it->first >> 48);
   if (--in_vlan_[lvlan] == 0) in_vlan_.erase(lvlan);
+  Mac mac;
+  for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(it->first >> (8 * (5 - i)));
+  changes_.insert(mac);
   free_slots_.push_back(it->second.slot);
   it = macs_.erase(it);
 }
@@ -53,6 +57,12 @@ bool MacTable::age(uint32_t now, uint32_t max_age_s, const std::function<uint32_
     }
   }
   return changed;
+}
+
+std::vector<Mac> MacTable::take_changes() {
+  std::vector<Mac> out(changes_.begin(), changes_.end());
+  changes_.clear();
+  return out;
 }
 
 std::vector<LearnedMac> MacTable::entries() const {

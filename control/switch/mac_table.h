@@ -1,8 +1,8 @@
 #pragma once
 // MACs learned from traffic: behind a physnet's NIC, or behind a remote VTEP
 // (decapsulated VXLAN). Workers report a source MAC they do not know; the
-// control thread decides here whether to learn it, and the next snapshot
-// carries it. Each learned MAC holds one of the workers' aging slots, where
+// control thread decides here whether to learn it, and the next learned FDB
+// (dp/learned_fdb.h) carries it. Each learned MAC holds one of the workers' aging slots, where
 // workers stamp when they last saw it. Bookkeeping only: no DPDK.
 #include <cstdint>
 #include <functional>
@@ -35,9 +35,13 @@ class MacTable {
   // True if any went.
   bool age(uint32_t now, uint32_t max_age_s, const std::function<uint32_t(uint16_t slot)>& seen);
 
-  // What the next snapshot carries, in (lvlan, mac) order.
+  // What the next learned FDB carries, in (lvlan, mac) order.
   std::vector<LearnedMac> entries() const;
   size_t size() const { return macs_.size(); }
+  // The MACs learned or forgotten since the last call (each once): whose
+  // flows the next learned FDB changes.
+  std::vector<Mac> take_changes();
+  bool changed() const { return !changes_.empty(); }
 
  private:
   struct Learned {
@@ -51,6 +55,7 @@ class MacTable {
   std::map<uint64_t, Learned> macs_;     // by dp::Fdb::make_key (lvlan << 48 | mac)
   std::map<uint16_t, size_t> in_vlan_;   // learned MACs per local VLAN
   std::vector<uint16_t> free_slots_;
+  std::set<Mac> changes_;
 };
 
 }  // namespace strait::ctl

@@ -137,12 +137,11 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
   std::sort(s->vni_to_lvlan.begin(), s->vni_to_lvlan.end());
   if (in.vtep) add_vtep(*s, in);
 
-  // Learned entries first, then remote MACs behind VTEPs: a bound port's
-  // static entry for the same MAC wins over both (a later entry replaces).
+  // Remote MACs behind VTEPs first: a bound port's static entry for the
+  // same MAC wins (a later entry replaces). Learned MACs are not here
+  // (build_learned_fdb): the pipeline consults them after these.
   std::vector<dp::FdbEntry> fdb;
   std::set<uint16_t> secured_vlans;  // networks with a port-security port
-  for (const LearnedMac& l : in.learned)
-    fdb.push_back({dp::Fdb::make_key(l.lvlan, l.mac.data()), l.port, l.slot});
   if (in.vtep) add_remote_macs(in, fdb);
   for (const auto& [id, p] : in.ports) {
     const PortSpec* spec = model.port(id);
@@ -184,6 +183,14 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
       if (s->networks[v].uplink != dp::kNoPort) s->ports[s->networks[v].uplink].key_bytes = dp::kFullKeyBytes;
   }
   return s;
+}
+
+std::unique_ptr<dp::Fdb> build_learned_fdb(const std::vector<LearnedMac>& learned) {
+  std::vector<dp::FdbEntry> fdb;
+  fdb.reserve(learned.size());
+  for (const LearnedMac& l : learned)
+    fdb.push_back({dp::Fdb::make_key(l.lvlan, l.mac.data()), l.port, l.slot});
+  return std::make_unique<dp::Fdb>(fdb);
 }
 
 }  // namespace strait::ctl

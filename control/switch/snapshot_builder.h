@@ -1,6 +1,7 @@
 #pragma once
 // Compiles the desired state (Model) plus what is live on this host (devices,
-// datapath indexes, queue owners, learned MACs) into one immutable Snapshot.
+// datapath indexes, queue owners) into one immutable Snapshot, and learned
+// MACs into the learned FDB that workers read beside it (dp/learned_fdb.h).
 // Pure: no DPDK calls, so it is tested without an EAL.
 #include <cstdint>
 #include <map>
@@ -47,7 +48,6 @@ struct BuildInput {
   uint16_t n_workers = 1;
   std::map<std::string, DpPort> ports;    // by port id (bound ports with a device)
   std::map<std::string, DpPort> uplinks;  // by physnet name
-  std::vector<LearnedMac> learned;
   // The compiled rules of each canonical group set (canonical_group_set)
   // that a bound port with port security uses (SgCache). A set missing here
   // (or a port without groups) gets PortSecurity::sg == null: nothing allowed.
@@ -64,6 +64,10 @@ struct BuildInput {
 // uplink carrying such a network, gets the full flow-cache key scope (the
 // rules look at L3/L4).
 std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in);
+
+// The learned FDB of these MACs. The snapshot's FDB (bound ports, remote
+// MACs) wins over it: the pipeline looks there first.
+std::unique_ptr<dp::Fdb> build_learned_fdb(const std::vector<LearnedMac>& learned);
 
 // The allowed sources of a port with port security (dp::AllowedSource).
 std::vector<dp::AllowedSource> allowed_sources(const PortSpec& p);

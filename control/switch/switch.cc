@@ -276,18 +276,25 @@ Status Switch::apply(const Change& c) {
 }
 
 void Switch::republish() {
+  // Learned MACs first: those of a VLAN released now go before the VLAN
+  // can mean another network.
+  publish_learned();
   BuildInput in;
   in.model = &model_;
   in.n_workers = static_cast<uint16_t>(workers_.size());
   ports_.fill(in);
   in.classifiers = groups_.classifiers();
-  in.learned = learned_.entries();
-  in.vtep = tunnels_.sync(in.learned);
+  in.vtep = tunnels_.sync(learned_.entries());
   publisher_.publish(build_snapshot(in));
   // The NIC may drop a VLAN only once no snapshot maps it; a VLAN mapped now
   // gets its allow rule right away (frames the NIC dropped meanwhile were
   // unknown_vlan drops anyway).
   offload_.sync_all(model_);
+}
+
+void Switch::publish_learned() {
+  if (!learned_.changed()) return;
+  publisher_.publish_learned(build_learned_fdb(learned_.entries()), learned_.take_changes());
 }
 
 void Switch::poll() {
@@ -421,7 +428,7 @@ void Switch::emit(const char* event, const std::string& port_id) {
 }
 
 void Switch::drain_learn_events() {
-  bool changed = false;
+  bool changed = false, behind_vtep = false;
   const dp::Snapshot* s = publisher_.current();
   const uint32_t now = shared_.now_sec.load(std::memory_order_relaxed);
   for (auto& w : workers_) {
@@ -429,11 +436,18 @@ void Switch::drain_learn_events() {
     while (w->learn_queue().pop(ev)) {
       Mac mac;
       std::copy(std::begin(ev.mac), std::end(ev.mac), mac.begin());
-      if (s->fdb.find(ev.lvlan, ev.mac)) continue;  // a bound port's, or known already
-      changed |= learned_.learn(ev.lvlan, mac, ev.port, now);
+      if (s->fdb.find(ev.lvlan, ev.mac)) continue;  // a bound port's or a remote one
+      if (!learned_.learn(ev.lvlan, mac, ev.port, now)) continue;  // known, or no room
+      changed = true;
+      behind_vtep |= dp::is_vtep_port(ev.port);
     }
   }
-  if (changed) republish();
+  // A MAC behind a remote VTEP keeps that VTEP in the snapshot
+  // (Tunnels::sync); any other needs only the learned FDB.
+  if (behind_vtep)
+    republish();
+  else if (changed)
+    publish_learned();
 }
 
 void Switch::forget_learned_of_released_vlans() {
@@ -452,7 +466,7 @@ void Switch::age_learned() {
     for (auto& w : workers_) seen = std::max(seen, w->learn_seen(slot));
     return seen;
   });
-  if (changed) republish();
+  if (changed) publish_learned();
 }
 
 std::vector<uint64_t> Switch::port_counter_sums(uint16_t dp) const {

@@ -156,6 +156,9 @@ class Switch final : private ChangePath {
   // another network at once: what was learned in it must not carry over.
   void forget_learned_of_released_vlans();
   void age_learned();
+  // The learned FDB, when MACs were learned or forgotten since the last
+  // (not the snapshot: learned_fdb.h).
+  void publish_learned();
   void drain_vhost_events();
   void emit(const char* event, const std::string& port_id);
   // Stops the port forwarding (its device, if any, stays registered); port-down
