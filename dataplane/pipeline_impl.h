@@ -109,11 +109,15 @@ inline Action drop(Tr& t, TraceStage st, DropReason r, F&& fill) {
 
 // A frame from an uplink or a tunnel that goes nowhere still tells where its
 // source is: a drop after the learning step keeps the mark (kActLearn, and
-// kActDecap to name the VTEP) and the network. The worker never executes a
-// drop's flags; it reports the source on the flow's first miss.
+// kActDecap to name the VTEP) and the network, or the learned source's
+// aging slot, so a host whose frames all get dropped stays learned while it
+// sends. The worker never executes a drop's flags; it reports the source on
+// the flow's first miss, and stamps the slot per frame.
 inline Action keep_learning(Action d, const Action& a, uint16_t lvlan) {
-  if (d.kind != ActionKind::kDrop || !(a.flags & kActLearn)) return d;
+  if (d.kind != ActionKind::kDrop || (!(a.flags & kActLearn) && a.learn_slot == kNoSlot))
+    return d;
   d.flags = a.flags & (kActLearn | kActDecap);
+  d.learn_slot = a.learn_slot;
   d.lvlan = lvlan;
   return d;
 }

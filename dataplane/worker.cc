@@ -282,6 +282,10 @@ static PacketMeta inner_meta(const PacketMeta& outer) noexcept {
 void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
                      const PacketMeta& rx_meta, const Action& a, const SgPrepared* ct,
                      CachedFlow* flow) noexcept {
+  // A learned source is seen, whatever becomes of its frame (keep_learning).
+  if (a.learn_slot != kNoSlot)
+    learn_seen_[a.learn_slot].store(shared_->now_sec.load(std::memory_order_relaxed),
+                                    std::memory_order_relaxed);
   if (a.kind == ActionKind::kDrop) return drop(m, key.in_port, a.reason);
   if (a.kind == ActionKind::kVtepArp) return vtep_arp(s, m, key);
   if (a.kind == ActionKind::kArpReply) return arp_reply(s, m, key, a);
@@ -301,9 +305,6 @@ void Worker::execute(const Snapshot& s, rte_mbuf* m, const FlowKey& key,
     if (v.drop != DropReason::kNone) return drop(m, key.in_port, v.drop);
     in_conn = v.in_connection;
   }
-  if (a.learn_slot != kNoSlot)
-    learn_seen_[a.learn_slot].store(shared_->now_sec.load(std::memory_order_relaxed),
-                                    std::memory_order_relaxed);
   if (a.kind == ActionKind::kFlood) return flood(s, m, key, meta, a, in_conn);
   if (a.kind == ActionKind::kEncap) return encap(s, m, a.out_port, key, a);
   if (!set_vlan(m, a.flags & kActIngressTagged, a.egress_vid))

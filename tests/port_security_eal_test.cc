@@ -314,6 +314,15 @@ TEST_F(PortSecurityTest, DroppedByTheReceiverTheSourceIsStillLearned) {
   EXPECT_FALSE(from_vm.flags & kActLearn);
   EXPECT_TRUE(trace_frame(*snap_, pkts[0].frame.data(), uint32_t(pkts[0].frame.size()), kUplink)
                   .learn);
+  // Once learned, its dropped frames still keep it alive: the drop carries
+  // its aging slot.
+  Fdb learned({{Fdb::make_key(denied.lvlan, pkts[0].key.dl_src), kUplink, 9}});
+  LearnedLookup lk{&learned};
+  const Action known = pipeline_decide(*snap_, pkts[0].key, &lk);
+  EXPECT_EQ(drop_reason_name(known.reason), drop_reason_name(DropReason::kEthertypeDenied));
+  EXPECT_FALSE(known.flags & kActLearn);
+  EXPECT_EQ(known.learn_slot, 9);
+  EXPECT_TRUE(lk.used);
 }
 
 TEST_F(PortSecurityTest, TraceExplainsEachStep) {

@@ -297,6 +297,42 @@ TEST(SwitchAging, LearnedMacAgesOutAndFloodingResumes) {
   EXPECT_EQ(b.wait_for(1).size(), 1u);  // flooded
 }
 
+// A host whose frames the receiving VM's port security drops every time
+// (an ethertype it denies) is still seen: it stays learned while it sends,
+// and traffic to it is not flooded again every aging period.
+TEST(SwitchAging, SourceOfDroppedFramesStaysLearnedWhileItSends) {
+  RingPort phys("net_ring_agdphys"), a("net_ring_agda"), b("net_ring_agdb"), c("net_ring_agdc");
+  auto cfg = test_config();
+  cfg.physnets = {{"physnet1", "net_ring_agdphys"}};
+  cfg.mac_aging_s = 1;
+  Harness h(cfg);
+  h.ok("network.create", {{"id", "n1"}, {"type", "flat"}, {"physnet", "physnet1"}});
+  json pa = port_params(port_uuid(43), "n1", kMacA, a.name());
+  pa["port_security_enabled"] = true;
+  h.ok("port.bind", pa);
+  h.ok("port.bind", port_params(port_uuid(44), "n1", kMacB, b.name()));
+  h.ok("port.bind", port_params(port_uuid(45), "n1", kMacC, c.name()));  // sees floods
+  const std::vector<Frame> denied = {Eth(kRemote, kMacA).type(0x88b5)};
+  const std::vector<Frame> to_remote = {Eth(kMacB, kRemote).ipv4().udp()};
+  phys.send(denied);
+  h.pump(std::chrono::milliseconds(50));
+  ASSERT_EQ(h.sw().show()["learned_macs"], 1);
+  // 3 s: B sends to the host just before each of the host's frames, when a
+  // MAC that aged out would not be learned again yet.
+  int flooded = 0;
+  for (int i = 0; i < 10; i++) {
+    h.pump(std::chrono::milliseconds(300));
+    b.send(to_remote);
+    ASSERT_EQ(phys.wait_for(1).size(), 1u);
+    h.pump(std::chrono::milliseconds(10));
+    flooded += int(c.take().size());
+    phys.send(denied);
+  }
+  EXPECT_EQ(flooded, 0) << "the host aged out while it was sending";
+  EXPECT_EQ(h.sw().show()["learned_macs"], 1);
+  EXPECT_GE(h.drops("ethertype_denied"), 11u) << "every frame of the host was dropped by A";
+}
+
 TEST_F(SwitchTest, FramesAboveNetworkMtuDropped) {
   h_->ok("network.create", {{"id", "n1"}, {"type", "local"}, {"mtu", 1000}});
   RingPort& a = bind(1, "n1", kMacA);
