@@ -78,6 +78,20 @@ inline constexpr uint32_t kFullKeyBytes = 88;
 static_assert(sizeof(FlowKey) == kFullKeyBytes, "FlowKey layout is part of the cache format");
 static_assert(offsetof(FlowKey, tun_vni) == kL2KeyBytes, "L2 scope must be a prefix");
 
+// Whether two keys have the same destination and source MAC (12 bytes).
+inline bool same_macs(const FlowKey& a, const FlowKey& b) {
+  static_assert(offsetof(FlowKey, dl_src) == offsetof(FlowKey, dl_dst) + 6);
+  const auto* pa = reinterpret_cast<const uint8_t*>(&a) + offsetof(FlowKey, dl_dst);
+  const auto* pb = reinterpret_cast<const uint8_t*>(&b) + offsetof(FlowKey, dl_dst);
+  uint64_t a8, b8;
+  uint32_t a4, b4;
+  std::memcpy(&a8, pa, 8);
+  std::memcpy(&b8, pb, 8);
+  std::memcpy(&a4, pa + 8, 4);
+  std::memcpy(&b4, pb + 8, 4);
+  return ((a8 ^ b8) | (a4 ^ b4)) == 0;
+}
+
 // Per-packet facts the parser found that are not part of the key (they do
 // not change the decision, only how actions touch the bytes).
 struct PacketMeta {

@@ -193,13 +193,25 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   const LearnedState& learned = shared_->learned;
   for (uint16_t i = 0; i < n; i++)
     if (ok[i]) cache_.prefetch_way(hashes[i], key_bytes[i], gen);
+  // The learned MACs' stamp of the last key that needed one: a burst's
+  // frames mostly share their two MACs (read earlier is as good: the stamp
+  // is taken before the learned FDB is read either way).
+  int stamped = -1;
+  uint32_t last_stamp = 0;
+  auto stamp_of = [&](uint16_t i) {
+    if (stamped < 0 || !same_macs(keys[i], keys[stamped])) {
+      last_stamp = learned.stamp(keys[i]);
+      stamped = i;
+    }
+    return last_stamp;
+  };
   for (uint16_t i = 0; i < n; i++) {
     if (!ok[i]) continue;
     Action& a = acts[i];
     uint32_t stamp;
     CachedFlow* f = cache_.lookup(keys[i], hashes[i], key_bytes[i], gen, &stamp);
     // Decided by a learned MAC that was learned, moved or aged since.
-    if (f && stamp != 0 && stamp != learned.stamp(keys[i])) [[unlikely]] {
+    if (f && stamp != 0 && stamp != stamp_of(i)) [[unlikely]] {
       f = nullptr;
       stale++;
     }
@@ -209,7 +221,7 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
     } else {
       const uint64_t t_miss = rte_rdtsc();
       // The stamp before the learned FDB is read (learned_fdb.h).
-      const uint32_t now_stamp = learned.stamp(keys[i]);
+      const uint32_t now_stamp = stamp_of(i);
       LearnedLookup lk{learned.fdb.load(std::memory_order_acquire)};
       a = pipeline_decide_deferred(s, keys[i], &lk);  // sg_track applies the rules when needed
       bool evicted;
