@@ -180,7 +180,7 @@ struct Snapshot {
   //     the rules to conntrack, sg_stage.h), so its flows stay cached.
   //   verify_generation: conntrack re-checks every connection verified
   //     before it against the rules (F10); after a change of rules only, just
-  //     those of ports whose rules changed (PortSecurity::rules_gen).
+  //     those of ports whose rules changed (PortEntry::rules_gen).
   uint32_t cache_generation = 1;
   uint32_t verify_generation = 1;
   uint16_t n_workers = 0;

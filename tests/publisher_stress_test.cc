@@ -1,4 +1,5 @@
-// Publisher under real threads, as the Switch runs it: reader threads play
+// Publisher under real threads, as the Switch runs it (and, last, the learned
+// FDB beside it): reader threads play
 // workers (load the live snapshot, use it for an iteration, report
 // quiescence, now and then go offline for a nap) while the control thread
 // publishes 2000 snapshots (500 under TSan), polls grace periods and queues
@@ -210,6 +211,62 @@ TEST_F(PublisherStress, ReadersNeverHoldAFreedSnapshotAndCallbacksWaitForThem) {
       "publisher stress: %u snapshots, %u callbacks, %u readers saw %u/%u/%u generations, %lld "
       "ms\n",
       kSnapshots, callbacks_, kReaders, seen_[0], seen_[1], seen_[2], (long long)ms.count());
+}
+
+// The learned FDB (learned_fdb.h): the control thread moves one MAC to port
+// v in table v and bumps the MAC's epoch after publishing it, as
+// Publisher::publish_learned does; readers read the epoch, then the table,
+// as the worker does on a miss. A reader that saw epoch e must find a table
+// at least as new as e (the port is >= e), and never one freed while held.
+TEST_F(PublisherStress, LearnedFdbIsAtLeastAsNewAsTheEpochAReaderSaw) {
+  constexpr uint32_t kTables = kSnapshots * 4;
+  const Mac mac{0x02, 0, 0, 0, 0x99, 0x01};
+  const uint16_t lvlan = 7;
+  const std::atomic<uint32_t>& epoch = shared_.learned.epoch[dp::learn_epoch_index(mac.data())];
+  std::atomic<uint64_t> stale{0}, checks{0};
+  std::vector<std::thread> readers;
+  {
+    Publisher pub(&shared_);
+    for (uint16_t id = 0; id < kReaders; id++)
+      readers.emplace_back([&, id] {
+        rte_rcu_qsbr_thread_register(shared_.qsbr, id);
+        rte_rcu_qsbr_thread_online(shared_.qsbr, id);
+        while (!stop_.load(std::memory_order_relaxed)) {
+          const uint32_t e = epoch.load(std::memory_order_acquire);
+          const dp::Fdb* fdb = shared_.learned.fdb.load(std::memory_order_acquire);
+          if (fdb) {
+            for (int pass = 0; pass < 3; pass++) {  // held a while, as a burst does
+              const dp::FdbEntry* f = fdb->find(lvlan, mac.data());
+              if (!f || f->port < e) stale.fetch_add(1);
+              checks.fetch_add(1, std::memory_order_relaxed);
+              std::this_thread::yield();
+            }
+          }
+          rte_rcu_qsbr_quiescent(shared_.qsbr, id);
+        }
+        rte_rcu_qsbr_thread_offline(shared_.qsbr, id);
+        rte_rcu_qsbr_thread_unregister(shared_.qsbr, id);
+      });
+    for (uint32_t v = 1; v <= kTables; v++) {
+      std::vector<dp::FdbEntry> entries = {{dp::Fdb::make_key(lvlan, mac.data()), uint16_t(v), 3}};
+      for (uint16_t k = 0; k < 64; k++)  // other MACs: a table of some size
+        entries.push_back({dp::Fdb::make_key(lvlan, Mac{0x02, 1, 0, 0, 0, uint8_t(k)}.data()),
+                           uint16_t(k), uint16_t(k)});
+      pub.publish_learned(std::make_unique<dp::Fdb>(entries), {mac});
+      pub.poll();
+      while (pub.busy() && v % 16 == 0) {  // bounded memory
+        std::this_thread::yield();
+        pub.poll();
+      }
+    }
+    stop_ = true;
+    for (auto& r : readers) r.join();
+    pub.poll();
+    EXPECT_FALSE(pub.busy());
+    EXPECT_EQ(epoch.load(), kTables);
+  }
+  EXPECT_EQ(stale.load(), 0u) << "a reader found a table older than the epoch it saw";
+  EXPECT_GT(checks.load(), 1000u);
 }
 
 }  // namespace
