@@ -566,6 +566,10 @@ w = s.get("workers", [])
 pk = sum(x.get("packets", 0) for x in w)
 busy = sum(x.get("busy_cycles", 0) for x in w)
 out = [f"cyc_per_pkt={busy / pk:.0f}" if pk else "cyc_per_pkt=NA", f"packets={pk}"]
+# flow-cache misses over the run (warm-up included), and those on entries a
+# learned MAC made stale: what churn costs, without the machine's noise
+out += [f"{k}={sum(x.get(k, 0) for x in w)}" for k in ("cache_misses", "cache_stale")
+        if any(k in x for x in w)]
 if len(w) > 1:  # --workers: how many carried at least half the busiest one's frames
     top = max(x.get("packets", 0) for x in w)
     out.append(f"workers_busy={sum(1 for x in w if top and x.get('packets', 0) >= top / 2)}/{len(w)}")
