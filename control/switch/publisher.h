@@ -1,8 +1,10 @@
 #pragma once
-// Publishes snapshots to the workers by one pointer swap and reclaims old
-// ones after an rte_rcu_qsbr grace period. Never blocks: grace periods are
-// polled from the control loop, and whatever must wait for one (freeing a
-// snapshot, answering an API call, closing a device) is queued behind it.
+// Publishes snapshots (and the learned FDB, dp/learned_fdb.h) to the workers
+// by one pointer swap and reclaims old ones after an rte_rcu_qsbr grace
+// period. Never blocks: grace periods are polled from the control loop, and
+// whatever must wait for one (freeing a snapshot, answering an API call,
+// closing a device) is queued behind it. A snapshot inherits from the one
+// before it the generations that its change left alone (snapshot.h).
 #include <cstdint>
 #include <deque>
 #include <functional>
