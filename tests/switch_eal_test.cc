@@ -211,12 +211,6 @@ TEST_F(SwitchTest, LearningAMacDecidesAgainOnlyTheFlowsNamingIt) {
   RingPort& b = bind(2, "n1", kMacB);
   RingPort& c = bind(3, "n2", kMacC);
   RingPort& d = bind(4, "n2", kMacD);
-  auto counter = [&](const char* name) {
-    uint64_t n = 0;
-    const json stats = h_->ok("stats");
-    for (const json& w : stats["workers"]) n += w[name].get<uint64_t>();
-    return n;
-  };
   auto drain = [&] {
     h_->pump(std::chrono::milliseconds(50));
     for (RingPort* p : {&a, &b, &c, &d, phys_.get()}) p->take();
@@ -250,17 +244,17 @@ TEST_F(SwitchTest, LearningAMacDecidesAgainOnlyTheFlowsNamingIt) {
   ASSERT_EQ(h_->sw().show()["learned_macs"], 2);
   EXPECT_EQ(h_->ok("stats")["generation"].get<uint64_t>(), generation)
       << "a learned MAC publishes no snapshot";
-  const uint64_t misses = counter("cache_misses"), stale = counter("cache_stale");
+  const uint64_t misses = h_->worker_sum("cache_misses"), stale = h_->worker_sum("cache_stale");
   send_all();
-  EXPECT_EQ(counter("cache_misses"), misses) << "flows not naming the new MAC stay cached";
+  EXPECT_EQ(h_->worker_sum("cache_misses"), misses) << "flows not naming the new MAC stay cached";
   a.send({a_to_remote2});
   auto out = phys_->wait_for(1);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(vlan_id(out[0]), 100);
   h_->pump(std::chrono::milliseconds(50));
   EXPECT_TRUE(b.take().empty()) << "unicast now, no longer flooded";
-  EXPECT_EQ(counter("cache_misses"), misses + 1);
-  EXPECT_EQ(counter("cache_stale"), stale + 1);
+  EXPECT_EQ(h_->worker_sum("cache_misses"), misses + 1);
+  EXPECT_EQ(h_->worker_sum("cache_stale"), stale + 1);
 }
 
 // A learned MAC that stops talking is forgotten after mac_aging_s, and

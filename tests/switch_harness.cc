@@ -220,4 +220,11 @@ uint64_t Harness::drops(const std::string& reason) {
   return sw_->stats()["drops"].value(reason, uint64_t(0));
 }
 
+uint64_t Harness::worker_sum(const std::string& counter) {
+  const nlohmann::json stats = sw_->stats();
+  uint64_t n = 0;
+  for (const nlohmann::json& w : stats["workers"]) n += w.at(counter).get<uint64_t>();
+  return n;
+}
+
 }  // namespace strait::test

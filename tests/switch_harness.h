@@ -69,6 +69,9 @@ class Harness {
   // switch's destroy_device waits for this (the control) thread.
   void release(std::unique_ptr<VirtioGuest>& guest);
   uint64_t drops(const std::string& reason);
+  // A worker counter of `stats` (cache_misses, ...), summed over the
+  // workers; throws when a worker lacks it.
+  uint64_t worker_sum(const std::string& counter);
 
  private:
   std::unique_ptr<ctl::Switch> sw_;

@@ -3,6 +3,16 @@
 #include <algorithm>
 
 namespace strait::ctl {
+namespace {
+
+// The MAC of a dp::Fdb::make_key key (its low 48 bits).
+Mac mac_of(uint64_t key) {
+  Mac mac;
+  for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(key >> (8 * (5 - i)));
+  return mac;
+}
+
+}  // namespace
 
 MacTable::MacTable(uint16_t slots, size_t per_vlan) : per_vlan_(per_vlan) {
   for (uint16_t s = slots; s > 0; s--) free_slots_.push_back(s - 1);  // slot 0 first
@@ -28,9 +38,7 @@ bool MacTable::contains(uint16_t lvlan, const Mac& mac) const { return macs_.cou
 void MacTable::forget(std::map<uint64_t, Learned>::iterator& it) {
   const auto lvlan = static_cast<uint16_t>(it->first >> 48);
   if (--in_vlan_[lvlan] == 0) in_vlan_.erase(lvlan);
-  Mac mac;
-  for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(it->first >> (8 * (5 - i)));
-  changes_.insert(mac);
+  changes_.insert(mac_of(it->first));
   free_slots_.push_back(it->second.slot);
   it = macs_.erase(it);
 }
@@ -68,11 +76,8 @@ std::vector<Mac> MacTable::take_changes() {
 std::vector<LearnedMac> MacTable::entries() const {
   std::vector<LearnedMac> out;
   out.reserve(macs_.size());
-  for (const auto& [k, l] : macs_) {
-    Mac mac;
-    for (int i = 0; i < 6; i++) mac[i] = static_cast<uint8_t>(k >> (8 * (5 - i)));
-    out.push_back({static_cast<uint16_t>(k >> 48), mac, l.port, l.slot});
-  }
+  for (const auto& [k, l] : macs_)
+    out.push_back({static_cast<uint16_t>(k >> 48), mac_of(k), l.port, l.slot});
   return out;
 }
 
