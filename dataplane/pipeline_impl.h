@@ -202,7 +202,10 @@ Action l2_forward(const Snapshot& snap, LearnedLookup* learned, const Network& n
         });
       a.kind = ActionKind::kOutput;
       a.out_port = e->port;
-      a.egress_vid = (e->port == net.uplink && net.type == NetType::kVlan) ? net.seg_id : 0;
+      // The physnet NIC of a vlan network carries its tag; a trunk's
+      // subport the subport's (0 for any other port: untagged).
+      a.egress_vid =
+          (e->port == net.uplink && net.type == NetType::kVlan) ? net.seg_id : out->trunk_vid;
       return a;
     }
     step(t, TraceStage::kFdb, [&](TraceStep& s) {
@@ -360,8 +363,10 @@ Action from_access(const Snapshot& snap, LearnedLookup* learned, const PortEntry
   // attempt to reach another VLAN (or to smuggle a double tag).
   if (key.n_tags != 0)
     return drop(t, TraceStage::kIngress, DropReason::kTaggedOnAccess, [&](TraceStep& s) {
-      s.detail = format("frame carries %u VLAN tag(s) (outer VLAN %u); access ports are untagged",
-                        key.n_tags, key.vlan_tci & kVidMask);
+      s.detail = format("frame carries %u VLAN tag(s) (outer VLAN %u); ", key.n_tags,
+                        key.vlan_tci & kVidMask) +
+                 (port.trunk ? "no subport of this trunk has that VLAN"
+                             : "access ports are untagged");
     });
   step(t, TraceStage::kIngress, [&](TraceStep& s) {
     s.lvlan = port.lvlan;

@@ -20,11 +20,17 @@ bool same_security(const PortSecurity* a, const PortSecurity* b) {
   return a->macs == b->macs && a->sources == b->sources;
 }
 
+bool same_trunk(const TrunkMap* a, const TrunkMap* b) {
+  if (!a || !b) return a == b;
+  return *a == *b;
+}
+
 bool same_port(const PortEntry& a, const PortEntry& b) {
   return a.present == b.present && a.enabled == b.enabled && a.role == b.role &&
          a.kind == b.kind && a.ethdev == b.ethdev && a.vid == b.vid && a.capture == b.capture &&
          a.lvlan == b.lvlan && a.uplink_map == b.uplink_map && a.key_bytes == b.key_bytes &&
-         std::equal(a.mac, a.mac + 6, b.mac) && same_security(a.security, b.security);
+         std::equal(a.mac, a.mac + 6, b.mac) && same_security(a.security, b.security) &&
+         a.parent == b.parent && a.trunk_vid == b.trunk_vid && same_trunk(a.trunk, b.trunk);
 }
 
 bool same_remote(const RemoteVtep& a, const RemoteVtep& b) {

@@ -104,6 +104,9 @@ struct TxQueue {
   bool operator==(const TxQueue&) const = default;
 };
 
+// A trunk parent's subports by VLAN id (kNoPort: none), issue 25.
+using TrunkMap = std::array<uint16_t, 4096>;
+
 struct PortEntry {
   bool present = false;  // index in use in this snapshot
   bool enabled = false;  // forwards: binding complete and device live (F6)
@@ -123,8 +126,27 @@ struct PortEntry {
   // rules (security->sg); connections through the port verified before it
   // are checked again (rules_floor, sg_stage.h). The publisher sets it.
   uint32_t rules_gen = 1;
+  // A trunk's subport (neutron's VLAN-aware VMs): an access port whose
+  // frames travel on its parent's device with an 802.1Q tag of trunk_vid.
+  // The device fields (kind, ethdev, vid, capture, txq) are the parent's;
+  // the parent's rx queues carry its frames (the worker strips the tag and
+  // takes them as the subport's), and frames to it leave tagged trunk_vid.
+  uint16_t parent = kNoPort;  // kNoPort: a port with a device of its own
+  uint16_t trunk_vid = 0;
+  // A trunk's parent: its subports by VLAN (points into Snapshot::trunks);
+  // null: not a trunk, every tagged frame from it is dropped.
+  const TrunkMap* trunk = nullptr;
   std::array<TxQueue, kMaxWorkers> txq{};  // indexed by worker
+  // The datapath index whose device this port sends on (tx queue locks).
+  uint16_t device_port(uint16_t self) const { return parent == kNoPort ? self : parent; }
 };
+
+// The subport of trunk parent `in` whose VLAN the frame's outer 802.1Q tag
+// carries, or kNoPort (not a trunk, untagged, another TPID, no such subport).
+inline uint16_t trunk_subport(const PortEntry& in, const uint8_t* frame, uint32_t len) noexcept {
+  if (!in.trunk || len < 18 || frame[12] != 0x81 || frame[13] != 0x00) return kNoPort;
+  return (*in.trunk)[((frame[14] & 0x0f) << 8) | frame[15]];
+}
 
 // A physnet NIC's VLAN id -> network map.
 struct UplinkMap {
@@ -198,6 +220,7 @@ struct Snapshot {
   // worker: workers hold plain pointers until their next quiescent report).
   std::vector<std::unique_ptr<PortSecurity>> security;
   std::vector<std::shared_ptr<const SgClassifier>> classifiers;
+  std::vector<std::unique_ptr<TrunkMap>> trunks;  // PortEntry::trunk
 
   Snapshot() : ports(kMaxPorts) {}
   const PortEntry* port(uint16_t idx) const {

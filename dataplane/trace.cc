@@ -165,6 +165,7 @@ const char* trace_stage_name(TraceStage s) {
     case TraceStage::kEncap: return "encap";
     case TraceStage::kVtepArp: return "vtep_arp";
     case TraceStage::kArpResponder: return "arp_responder";
+    case TraceStage::kTrunk: return "trunk";
   }
   return "?";
 }
@@ -174,6 +175,22 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
   TraceResult r;
   r.generation = snap.generation;
   r.frame_len = len;
+  // As Worker::process: a trunk parent's frame tagged with a subport's VLAN
+  // is the subport's, without the tag.
+  std::vector<uint8_t> untagged;
+  if (const PortEntry* in = snap.port(in_port)) {
+    if (const uint16_t sub = trunk_subport(*in, frame, len); sub != kNoPort) {
+      TraceStep& t = r.steps.emplace_back(TraceStep{TraceStage::kTrunk, DropReason::kNone, sub});
+      t.vid = snap.ports[sub].trunk_vid;
+      t.detail = format("802.1Q VLAN %u on a trunk's parent: the frame of its subport, tag removed",
+                        t.vid);
+      untagged.assign(frame, frame + 12);
+      untagged.insert(untagged.end(), frame + 16, frame + len);
+      frame = untagged.data();
+      len -= 4;
+      in_port = sub;
+    }
+  }
   // As Worker::process: VXLAN decoded on the underlay NIC only.
   const bool underlay = snap.vtep.enabled && in_port == snap.vtep.uplink;
   const ParseOptions opts{underlay ? snap.vtep.udp_port : uint16_t(0)};

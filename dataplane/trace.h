@@ -42,6 +42,7 @@ enum class TraceStage : uint8_t {
   kEncap,       // to a remote VTEP: its address, next hop resolved or not
   kVtepArp,     // ARP on the underlay for our VTEP address: answered / reported
   kArpResponder,  // a VM's ARP request in a vxlan network: answered here or flooded
+  kTrunk,       // a trunk parent's frame tagged with a subport's VLAN: the subport's, untagged
 };
 const char* trace_stage_name(TraceStage s);
 

@@ -153,20 +153,37 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   uint32_t key_bytes[kBurst];
   PortCounters& pc = stats_->ports[in_idx];
   uint64_t bytes = 0;
+  uint16_t n_own = n;  // frames of the port itself, not of its subports
   for (uint16_t i = 0; i < n; i++) {
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
     rte_mbuf* m = pkts[i];
-    bytes += rte_pktmbuf_pkt_len(m);
+    uint16_t idx = in_idx;
+    uint32_t kb = port_key_bytes;
+    if (in.trunk) [[unlikely]] {
+      // A trunk's parent: a frame tagged with a subport's VLAN is the
+      // subport's, untagged from here on.
+      const uint16_t sub = trunk_subport(in, rte_pktmbuf_mtod(m, const uint8_t*),
+                                         rte_pktmbuf_data_len(m));
+      if (sub != kNoPort && rte_vlan_strip(m) == 0) {
+        idx = sub;
+        kb = s.ports[sub].key_bytes;
+        PortCounters& sc = stats_->ports[sub];
+        bump(sc.rx_packets);
+        bump(sc.rx_bytes, rte_pktmbuf_pkt_len(m));
+        n_own--;
+      }
+    }
+    if (idx == in_idx) bytes += rte_pktmbuf_pkt_len(m);
     // Headers from the first segment; lengths against the whole (chained:
     // a jumbo frame in 2 KB mbufs).
     DropReason r = parse_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m),
-                               rte_pktmbuf_pkt_len(m), in_idx, opts, &keys[i], &meta[i]);
+                               rte_pktmbuf_pkt_len(m), idx, opts, &keys[i], &meta[i]);
     ok[i] = r == DropReason::kNone;
     if (!ok[i]) {
-      drop(m, in_idx, r);
+      drop(m, idx, r);
       continue;
     }
-    key_bytes[i] = keys[i].dl_type == kEthTypeArp ? kFullKeyBytes : port_key_bytes;
+    key_bytes[i] = keys[i].dl_type == kEthTypeArp ? kFullKeyBytes : kb;
   }
   // Hashed once the whole burst is parsed: the hash reads the key back in
   // 8-byte words, which cannot be forwarded from the parser's narrower
@@ -177,7 +194,7 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
     hashes[i] = FlowCache::hash(keys[i], key_bytes[i]);
     cache_.prefetch(hashes[i]);
   }
-  bump(pc.rx_packets, n);
+  bump(pc.rx_packets, n_own);
   bump(pc.rx_bytes, bytes);
   bump(stats_->packets, n);
   const uint64_t t_parsed = rte_rdtsc();
@@ -404,9 +421,11 @@ void Worker::flush(const Snapshot& s, uint16_t port) noexcept {
   if (p && p->enabled) {
     for (uint16_t i = 0; i < b.n; i++) bytes += rte_pktmbuf_pkt_len(b.pkts[i]);
     const TxQueue& q = p->txq[id_];
-    rte_spinlock_t* lock = !q.shared ? nullptr
-                           : p->kind == PortKind::kVhost ? &shared_->vhost_txq_lock[port][q.queue]
-                                                         : &shared_->txq_lock[p->ethdev][q.queue];
+    // A subport sends on its parent's device, under the parent's locks.
+    rte_spinlock_t* lock =
+        !q.shared                     ? nullptr
+        : p->kind == PortKind::kVhost ? &shared_->vhost_txq_lock[p->device_port(port)][q.queue]
+                                      : &shared_->txq_lock[p->ethdev][q.queue];
     if (lock) rte_spinlock_lock(lock);
     if (p->kind == PortKind::kVhost) {
       // The guest's rx ring gets copies: every mbuf is ours to free.

@@ -24,6 +24,7 @@ inline nlohmann::json dump(const ctl::Model& m) {
   for (const auto& [id, p] : m.ports()) {
     json j = to_json(p);
     j["local_vlan"] = m.local_vlan(p.network);
+    for (const auto& [vid, sub] : m.subports_of(id)) j["subports"][std::to_string(vid)] = sub;
     d["ports"].push_back(j);
   }
   for (const auto& [id, g] : m.security_groups()) {

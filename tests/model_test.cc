@@ -994,5 +994,111 @@ TEST_F(ModelTest, RefusedRequestsChangeNothing) {
   EXPECT_EQ(dump(m), before);
 }
 
+// ---- trunks (issue 25) -------------------------------------------------------
+
+json subport_json(const std::string& id, const std::string& net, const std::string& mac,
+                  const std::string& parent, json vid) {
+  return {{"id", id},
+          {"network", net},
+          {"mac", mac},
+          {"attach", {{"type", "subport"}, {"parent", parent}, {"segmentation_id", vid}}}};
+}
+
+TEST(PortSpecTrunk, SubportAttachParsesAndReadsBackAsGiven) {
+  auto p = parse_port(subport_json(kUuidB, "net2", "02:00:00:00:00:01",
+                                   "11111111-2222-3333-4444-555555555555", 101));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->attach.kind, Attachment::Kind::kSubport);
+  EXPECT_EQ(p->attach.parent, kUuidA);
+  EXPECT_EQ(p->attach.vid, 101);
+  EXPECT_EQ(to_json(*p)["attach"],
+            json({{"type", "subport"}, {"parent", kUuidA}, {"segmentation_type", "vlan"},
+                  {"segmentation_id", 101}}));
+  // What is stored reads back the same (the store keeps to_json).
+  auto again = parse_port(to_json(*p));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(to_json(*again), to_json(*p));
+}
+
+TEST(PortSpecTrunk, BadSubportAttachIsRefusedNamingTheField) {
+  auto with = [](json attach) {
+    json j = subport_json(kUuidB, "net2", "02:00:00:00:00:01", kUuidA, 101);
+    for (auto& [k, v] : attach.items()) j["attach"][k] = v;
+    for (auto it = attach.begin(); it != attach.end(); ++it)
+      if (it.value().is_null()) j["attach"].erase(it.key());
+    return parse_port(j);
+  };
+  EXPECT_REFUSED(with({{"segmentation_id", 0}}), "invalid_argument", "attach.segmentation_id");
+  EXPECT_REFUSED(with({{"segmentation_id", 4095}}), "invalid_argument", "attach.segmentation_id");
+  EXPECT_REFUSED(with({{"segmentation_id", "101"}}), "invalid_argument", "attach.segmentation_id");
+  EXPECT_REFUSED(with({{"segmentation_id", nullptr}}), "invalid_argument", "attach.segmentation_id");
+  EXPECT_REFUSED(with({{"segmentation_type", "inherit"}}), "invalid_argument",
+                 "attach.segmentation_type");
+  EXPECT_REFUSED(with({{"parent", "vm1"}}), "invalid_argument", "attach.parent");
+  EXPECT_REFUSED(with({{"parent", nullptr}}), "invalid_argument", "attach.parent");
+  EXPECT_REFUSED(with({{"path", "/run/x.sock"}}), "invalid_argument", "attach.path");
+}
+
+class TrunkModelTest : public ModelTest {
+ protected:
+  void SetUp() override {
+    add_net(vlan_json("net1", 100));
+    add_net(vlan_json("net2", 200));
+    add_net(vlan_json("net3", 300));
+    add_port(port_json(kUuidA, "net1", "02:00:00:00:00:01"));
+  }
+};
+
+TEST_F(TrunkModelTest, SubportsBindOnTheirOwnNetworksWithTheParentsMac) {
+  // neutron's subports usually carry the parent's MAC: on other networks,
+  // nothing they share.
+  add_port(subport_json(kUuidB, "net2", "02:00:00:00:00:01", kUuidA, 101));
+  add_port(subport_json(kUuidC, "net3", "02:00:00:00:00:01", kUuidA, 102));
+  EXPECT_EQ(m.subports_of(kUuidA),
+            (std::map<uint16_t, std::string>{{101, kUuidB}, {102, kUuidC}}));
+  EXPECT_NE(m.local_vlan("net2"), 0);
+  EXPECT_NE(m.local_vlan("net3"), m.local_vlan("net2"));
+  EXPECT_TRUE(m.subports_of(kUuidB).empty());
+}
+
+TEST_F(TrunkModelTest, RefusedSubportsChangeNothing) {
+  add_port(subport_json(kUuidB, "net2", "02:00:00:00:00:02", kUuidA, 101));
+  const json before = dump(m);
+  // No such parent.
+  EXPECT_REFUSED(m.add_port(port_spec(subport_json(uuid_n(9), "net3", "02:00:00:00:00:09",
+                                                    uuid_n(8), 5))),
+                 "not_found", "attach.parent");
+  // The parent's VLAN is another subport's.
+  EXPECT_REFUSED(m.add_port(port_spec(subport_json(uuid_n(9), "net3", "02:00:00:00:00:09",
+                                                    kUuidA, 101))),
+                 "conflict", "VLAN 101 of trunk parent");
+  // Trunks do not nest.
+  EXPECT_REFUSED(m.add_port(port_spec(subport_json(uuid_n(9), "net3", "02:00:00:00:00:09",
+                                                    kUuidB, 7))),
+                 "invalid_argument", "itself a subport");
+  // Its network's MAC rule holds as for any port.
+  EXPECT_REFUSED(m.add_port(port_spec(subport_json(uuid_n(9), "net2", "02:00:00:00:00:02",
+                                                    kUuidA, 102))),
+                 "conflict", "mac");
+  // The parent stays while it has subports (neutron: delete the trunk first).
+  EXPECT_REFUSED(m.remove_port(kUuidA), "conflict", "unbind them first");
+  // A bound subport's parent or VLAN does not change in place.
+  PortSpec moved = *m.port(kUuidB);
+  moved.attach.vid = 111;
+  EXPECT_REFUSED(m.update_port(moved), "invalid_argument", "do not change");
+  EXPECT_EQ(dump(m), before);
+}
+
+TEST_F(TrunkModelTest, ParentUnbindsOnceItsSubportsAreGoneAndTheVlanIsFreeAgain) {
+  add_port(subport_json(kUuidB, "net2", "02:00:00:00:00:02", kUuidA, 101));
+  ASSERT_TRUE(m.remove_port(kUuidB).ok());
+  EXPECT_TRUE(m.subports_of(kUuidA).empty());
+  EXPECT_EQ(m.local_vlan("net2"), 0);
+  // VLAN 101 of the parent is free for another subport.
+  add_port(subport_json(kUuidC, "net3", "02:00:00:00:00:03", kUuidA, 101));
+  ASSERT_TRUE(m.remove_port(kUuidC).ok());
+  EXPECT_TRUE(m.remove_port(kUuidA).ok());
+}
+
 }  // namespace
 }  // namespace strait::ctl

@@ -286,5 +286,61 @@ TEST_F(VxlanBuilderTest, WithoutAVtepNothingTunnels) {
   EXPECT_EQ(s->ports[0].key_bytes, dp::kL2KeyBytes);
 }
 
+// ---- trunks (issue 25) -------------------------------------------------------
+
+TEST_F(BuilderTest, SubportSendsOnItsParentsDeviceTaggedAndIsNeverPolled) {
+  net("n1", "local");
+  net("n2", "local");
+  port(1, "n1", "02:00:00:00:00:01", /*live=*/false);
+  port(3, "n2", "02:00:00:00:00:03");
+  auto sub = parse_port({{"id", "00000000-0000-4000-8000-000000000002"},
+                         {"network", "n2"},
+                         {"mac", "02:00:00:00:00:01"},
+                         {"attach", {{"type", "subport"},
+                                     {"parent", "00000000-0000-4000-8000-000000000001"},
+                                     {"segmentation_id", 101}}}});
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+  ASSERT_TRUE(model_.add_port(*sub).ok());
+  in_.ports[sub->id] = DpPort{2};  // an index, no device
+  {
+    // The parent's device is down: so is the subport, and nobody floods to it.
+    auto s = build_snapshot(in_);
+    EXPECT_TRUE(s->ports[2].present);
+    EXPECT_FALSE(s->ports[2].enabled);
+    for (const dp::FloodTarget& t : s->networks[s->ports[2].lvlan].flood) EXPECT_NE(t.port, 2);
+  }
+  in_.ports["00000000-0000-4000-8000-000000000001"].live = true;
+  auto s = build_snapshot(in_);
+  const dp::PortEntry& e = s->ports[2];
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.parent, 1);
+  EXPECT_EQ(e.trunk_vid, 101);
+  EXPECT_EQ(e.ethdev, 11);  // the parent's device
+  EXPECT_EQ(e.device_port(2), 1);
+  ASSERT_NE(s->ports[1].trunk, nullptr);
+  EXPECT_EQ((*s->ports[1].trunk)[101], 2);
+  EXPECT_EQ((*s->ports[1].trunk)[102], dp::kNoPort);
+  EXPECT_EQ(s->ports[3].trunk, nullptr);
+  // Polled: the parent's queue only.
+  size_t polled_sub = 0;
+  for (const auto& w : s->rx_by_worker)
+    for (const dp::RxQueue& q : w) polled_sub += q.port == 2;
+  EXPECT_EQ(polled_sub, 0u);
+  // Flooded to, tagged; and unicast to it leaves tagged too.
+  bool flooded = false;
+  for (const dp::FloodTarget& t : s->networks[e.lvlan].flood)
+    if (t.port == 2) flooded = t.egress_vid == 101;
+  EXPECT_TRUE(flooded);
+  auto a = decide(key(3, "02:00:00:00:00:03", "02:00:00:00:00:01"));
+  EXPECT_EQ(a.kind, ActionKind::kOutput);
+  EXPECT_EQ(a.out_port, 2);
+  EXPECT_EQ(a.egress_vid, 101);
+  // A snapshot without the subport forwards differently (the cache must go).
+  auto before = build_snapshot(in_);
+  ASSERT_TRUE(model_.remove_port(sub->id).ok());
+  in_.ports.erase(sub->id);
+  EXPECT_FALSE(dp::same_forwarding(*before, *build_snapshot(in_)));
+}
+
 }  // namespace
 }  // namespace strait::ctl

@@ -107,6 +107,32 @@ TEST_F(StraitctlArgs, PortBindVhost) {
             json({{"type", "vhost"}, {"path", "/tmp/v.sock"}, {"mode", "server"}}));
 }
 
+TEST_F(StraitctlArgs, PortBindSubport) {
+  auto p = parse({"port", "bind", "u", "--network", "n2", "--mac", "m", "--subport-of", "parent",
+                  "--segmentation-id", "101"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["attach"],
+            json({{"type", "subport"}, {"parent", "parent"}, {"segmentation_id", 101}}));
+  // Both or neither; and no device besides.
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--subport-of", "p"}).rc,
+            kExitUsage);
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e",
+                   "--segmentation-id", "5"})
+                .rc,
+            kExitUsage);
+  EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--vhost", "/v",
+                   "--subport-of", "p", "--segmentation-id", "5"})
+                .rc,
+            kExitUsage);
+  // Shown as subport:PARENT.VLAN; a parent lists its subports.
+  std::string out = render_port_detail(json::parse(R"({"id": "s1",
+      "attach": {"type": "subport", "parent": "p1", "segmentation_id": 101}})"));
+  EXPECT_THAT(out, HasSubstr("subport:p1.101"));
+  out = render_port_detail(json::parse(R"({"id": "p1", "attach": {"type": "vhost", "path": "/v"},
+      "subports": [{"port": "s1", "segmentation_id": 101}, {"port": "s2", "segmentation_id": 102}]})"));
+  EXPECT_THAT(out, HasSubstr("101:s1, 102:s2"));
+}
+
 TEST_F(StraitctlArgs, PortBindNeedsExactlyOneDevice) {
   EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m"}).rc, kExitUsage);
   EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e", "--vhost",

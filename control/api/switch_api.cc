@@ -152,7 +152,10 @@ void Switch::show_method(const json&, Done done) { done(ok_reply(show())); }
 bool Switch::port_up(const std::string& id) const {
   const PortRuntime* r = ports_.find(id);
   const dp::PortEntry* e = r ? publisher_.current()->port(r->dp.dp) : nullptr;
-  return e && e->enabled && r->announced;
+  if (!e || !e->enabled || !r->announced) return false;
+  // A trunk's subport: while its parent is.
+  const PortSpec* spec = model_.port(id);
+  return !spec || spec->attach.kind != Attachment::Kind::kSubport || port_up(spec->attach.parent);
 }
 void Switch::stats_method(const json&, Done done) { done(ok_reply(stats())); }
 
@@ -262,7 +265,7 @@ Status Switch::bind_all(const std::vector<PortSpec>& specs, bool bulk) {
   });
   if (!st) return st;
   for (const PortSpec& s : specs)
-    if (ports_.find(s.id)->dp.live) announce_up_when_live(s.id);
+    if (device_live(s.id)) announce_up_when_live(s.id);
   return ok();
 }
 
@@ -275,6 +278,7 @@ void Switch::port_unbind(const json& params, Done done) {
     return done(error_reply(not_found("port " + *id + " is not bound")));
   const PortSpec saved = *spec;
   const uint16_t lvlan = model_.local_vlan(saved.network);
+  const bool was_up = port_up(saved.id);
   PortRuntime rt;
   Status st = apply({
       .model = [&](Model& m) { return m.remove_port(saved.id); },  // and from its groups' sets
@@ -293,10 +297,11 @@ void Switch::port_unbind(const json& params, Done done) {
   if (!st) return done(error_reply(st.error()));
   // The device and its index are released only once no worker can hold a
   // snapshot that polls or sends to it.
-  publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id = saved.id]() {
+  publisher_.after_grace([this, rt = std::move(rt), done = std::move(done), port_id = saved.id,
+                          was_up]() {
     detach(rt);
     ports_.free_index(rt.dp.dp);
-    if (rt.dp.live) emit("port-down", port_id);
+    if (rt.dp.live || was_up) emit("port-down", port_id);
     emit("port-unbound", port_id);
     done(ok_reply(json::object()));
   });
@@ -370,6 +375,11 @@ json Switch::port_json(const PortSpec& p) const {
     if (r->has_device) j["link"] = r->dp.vid >= 0 ? "up" : "down";
     j["capture"] = capture_json(*r);
   }
+  // A trunk's parent: its subports, by VLAN.
+  json subs = json::array();
+  for (const auto& [vid, sub] : model_.subports_of(p.id))
+    subs.push_back({{"port", sub}, {"segmentation_id", vid}});
+  j["subports"] = std::move(subs);
   j["domain"] = nullptr;
   if (r && r->domain_state)
     j["domain"] = {{"uuid", r->domain_uuid}, {"name", r->domain_name}, {"state", r->domain_state}};

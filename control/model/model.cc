@@ -82,6 +82,9 @@ Status parse_segment(const json& params, NetworkSpec& n) {
 // (dropping ".." from the path itself would name another file after a
 // symlink).
 std::string attach_key(const Attachment& a) {
+  // One subport per VLAN of a parent.
+  if (a.kind == Attachment::Kind::kSubport)
+    return "subport " + a.parent + " " + std::to_string(a.vid);
   if (a.kind != Attachment::Kind::kVhost) return "ethdev " + devargs_name(a.devargs);
   const size_t slash = a.path.rfind('/');  // parse_port: absolute
   const std::string dir = slash == 0 ? "/" : a.path.substr(0, slash);
@@ -280,10 +283,12 @@ Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
   }
   if (auto s = check_port_security(p); !s) return s;
   if (auto s = check_groups_exist(p, groups_); !s) return s;
+  if (auto s = check_subport(p); !s) return s;
   const bool vhost = p.attach.kind == Attachment::Kind::kVhost;
-  const std::string dev = vhost ? "" : devargs_name(p.attach.devargs);
+  const bool ethdev = p.attach.kind == Attachment::Kind::kEthdev;
+  const std::string dev = ethdev ? devargs_name(p.attach.devargs) : "";
   for (const auto& [name, devargs] : physnets_) {
-    if (!vhost && devargs_name(devargs) == dev) {
+    if (ethdev && devargs_name(devargs) == dev) {
       return conflict("attach.devargs: ethdev " + dev + " is the device of physnet " + name);
     }
   }
@@ -293,6 +298,9 @@ Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
   auto holder = holders_.attach.find(attach_key(p.attach));
   if (holder != holders_.attach.end() && !(restoring && vhost)) {
     const std::string& id = holder->second;
+    if (p.attach.kind == Attachment::Kind::kSubport)
+      return conflict("attach.segmentation_id: VLAN " + std::to_string(p.attach.vid) +
+                      " of trunk parent " + p.attach.parent + " is already subport " + id);
     return conflict(vhost
                         ? "attach.path: socket " + p.attach.path + " is already attached to port " + id
                         : "attach.devargs: ethdev " + dev + " is already attached to port " + id);
@@ -309,6 +317,17 @@ Status Model::check_port_fits(const PortSpec& p, bool restoring) const {
   if (!lvlan_.count(p.network) && vlans_.count() >= VlanAllocator::kMax - VlanAllocator::kMin + 1) {
     return exhausted("no free local VLAN: all 4094 are used by networks with ports on this host");
   }
+  return ok();
+}
+
+Status Model::check_subport(const PortSpec& p) const {
+  if (p.attach.kind != Attachment::Kind::kSubport) return ok();
+  const PortSpec* parent = port(p.attach.parent);
+  if (!parent) return not_found("attach.parent: port " + p.attach.parent + " is not bound");
+  // neutron: a subport is no trunk's parent, and a trunk no subport.
+  if (parent->attach.kind == Attachment::Kind::kSubport)
+    return invalid("attach.parent: port " + parent->id + " is itself a subport of " +
+                   parent->attach.parent + " (trunks do not nest)");
   return ok();
 }
 
@@ -355,6 +374,8 @@ void Model::index(const PortSpec& p) {
   holders_.per_network[p.network]++;
   for (const std::string& g : p.security_groups)
     holders_.group_addresses[g] += member_addresses(p);
+  if (p.attach.kind == Attachment::Kind::kSubport)
+    holders_.subports[p.attach.parent][p.attach.vid] = p.id;
 }
 
 void Model::unindex(const PortSpec& p) {
@@ -373,6 +394,11 @@ void Model::unindex(const PortSpec& p) {
   for (const IpAddr& ip : p.fixed_ips) holders_.ip.erase({p.network, ip});
   if (auto n = holders_.per_network.find(p.network); n != holders_.per_network.end() && --n->second == 0)
     holders_.per_network.erase(n);
+  if (p.attach.kind == Attachment::Kind::kSubport) {
+    auto t = holders_.subports.find(p.attach.parent);
+    if (t != holders_.subports.end() && t->second.erase(p.attach.vid) && t->second.empty())
+      holders_.subports.erase(t);
+  }
 }
 
 Status Model::add_port(const PortSpec& p) {
@@ -416,6 +442,13 @@ Status Model::restore_port(const PortSpec& p, uint16_t local_vlan) {
 Status Model::remove_port(const std::string& id) {
   auto it = ports_.find(to_lower(id));
   if (it == ports_.end()) return not_found("port " + id + " not found");
+  if (auto t = holders_.subports.find(it->first); t != holders_.subports.end()) {
+    std::string ids;
+    for (const auto& [vid, sub] : t->second) ids += (ids.empty() ? "" : ", ") + sub;
+    return conflict("port " + it->first + " is the parent of a trunk with " +
+                    std::to_string(t->second.size()) + " subport(s) (" + ids +
+                    "); unbind them first");
+  }
   const std::string network = it->second.network;
   unindex(it->second);
   ports_.erase(it);
@@ -453,7 +486,8 @@ Status Model::update_port(const PortSpec& p) {
   const PortSpec& cur = it->second;
   const bool same_attach = cur.attach.kind == p.attach.kind && cur.attach.path == p.attach.path &&
                            cur.attach.devargs == p.attach.devargs &&
-                           cur.attach.mode == p.attach.mode;
+                           cur.attach.mode == p.attach.mode && cur.attach.parent == p.attach.parent &&
+                           cur.attach.vid == p.attach.vid;
   if (cur.network != p.network || cur.mac != p.mac || !same_attach)
     return invalid("port " + p.id +
                    ": network, mac and attach of a bound port do not change (unbind and bind)");
@@ -484,6 +518,11 @@ const PortSpec* Model::port(const std::string& id) const {
 uint16_t Model::local_vlan(const std::string& network_id) const {
   auto it = lvlan_.find(network_id);
   return it == lvlan_.end() ? 0 : it->second;
+}
+
+std::map<uint16_t, std::string> Model::subports_of(const std::string& parent) const {
+  auto t = holders_.subports.find(parent);
+  return t == holders_.subports.end() ? std::map<uint16_t, std::string>{} : t->second;
 }
 
 size_t Model::ports_on(const std::string& network_id) const {

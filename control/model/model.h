@@ -82,13 +82,18 @@ Result<TunnelSpec> parse_tunnel(const nlohmann::json& j);
 uint32_t ipv4_be32(const IpAddr& ip);
 IpAddr ipv4_from_be32(uint32_t be);
 
+// How a port's frames reach it: its own device (an ethdev, a vhost-user
+// socket), or, for a trunk's subport (neutron's VLAN-aware VMs), its parent
+// port's device with the subport's VLAN tag on the wire.
 struct Attachment {
-  enum class Kind { kEthdev, kVhost };
+  enum class Kind { kEthdev, kVhost, kSubport };
   enum class Mode { kClient, kServer };  // kVhost: our side of the socket
   Kind kind = Kind::kEthdev;
   std::string devargs;  // kEthdev: vdev devargs ("net_ring0", "net_pcap0,rx_pcap=..") or PCI address
   std::string path;     // kVhost: absolute socket path (< 108 bytes), as normal_socket_path()
   Mode mode = Mode::kClient;  // kVhost: client (QEMU is the server: libvirt mode='server') or server
+  std::string parent;   // kSubport: the trunk's parent port (a bound port with a device)
+  uint16_t vid = 0;     // kSubport: its segmentation id, the VLAN of its frames on the parent, 1..4094
 };
 
 // An absolute socket path without empty or "." components
@@ -173,7 +178,8 @@ class Model {
   // resource_exhausted when a group of the port would have more than
   // kMaxGroupAddresses member addresses (update_port too).
   Status add_port(const PortSpec& p);
-  // Unbinds; releases the local VLAN with the network's last port.
+  // Unbinds; releases the local VLAN with the network's last port. A
+  // trunk's parent is refused (conflict) while it has subports.
   Status remove_port(const std::string& id);
   // Restoring persisted state after a restart: binds like add_port, but when
   // this is the network's first port its local VLAN is `local_vlan` (so it
@@ -235,6 +241,8 @@ class Model {
   const std::map<std::string, PortSpec>& ports() const { return ports_; }
   const std::map<std::string, std::string>& physnets() const { return physnets_; }
   size_t ports_on(const std::string& network_id) const;
+  // The subports of a trunk's parent port (ids), by segmentation id.
+  std::map<uint16_t, std::string> subports_of(const std::string& parent) const;
   const std::map<std::string, SecurityGroup>& security_groups() const { return groups_; }
   const SecurityGroup* security_group(const std::string& id) const;
   // The group a rule id belongs to, "" when none.
@@ -252,6 +260,8 @@ class Model {
   Status check_remote_vtep(const IpAddr& ip, const std::string& field) const;
   // check_add_port; restoring: what restore_port lets through.
   Status check_port_fits(const PortSpec& p, bool restoring) const;
+  // A subport's parent is bound and no subport itself.
+  Status check_subport(const PortSpec& p) const;
   // conflict when another port of p's network has one of p's fixed IPs.
   Status check_fixed_ips_free(const PortSpec& p) const;
   // resource_exhausted when p would take a group past kMaxGroupAddresses.
@@ -279,6 +289,7 @@ class Model {
     std::map<std::pair<std::string, IpAddr>, std::string> ip;    // (network, fixed IP) -> port id
     std::map<std::string, size_t> per_network;                   // network -> ports bound
     std::map<std::string, size_t> group_addresses;  // group -> its members' fixed IPs + pairs
+    std::map<std::string, std::map<uint16_t, std::string>> subports;  // parent -> vid -> subport
   } holders_;
   std::map<std::string, SecurityGroup> groups_;
   std::map<std::string, uint16_t> lvlan_;  // network id -> local VLAN, while it has ports

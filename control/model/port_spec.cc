@@ -79,19 +79,59 @@ Result<Attachment> parse_vhost_attach(const json& v) {
   return a;
 }
 
-// {"type": "ethdev", "devargs": ...} or {"type": "vhost", "path": ..., "mode": client|server}
+// A port id field: a UUID, canonical (lower case).
+Result<std::string> parse_port_id_field(const json& v, const std::string& field) {
+  auto id_s = get_string(v, field);
+  if (!id_s) return id_s.error();
+  std::string uuid = canonical_uuid(*id_s);
+  if (uuid.empty())
+    return field_error(field, json_quoted(*id_s) + " is not a UUID (8-4-4-4-12 hex digits)");
+  return uuid;
+}
+
+// {"type": "subport", "parent": UUID, "segmentation_type": "vlan", "segmentation_id": 1..4094}
+Result<Attachment> parse_subport_attach(const json& v) {
+  if (auto s = check_known_keys(v, {"type", "parent", "segmentation_type", "segmentation_id"},
+                                "attach.");
+      !s)
+    return s.error();
+  const json* parent = find_field(v, "parent");
+  if (!parent) return field_error("attach.parent", "missing (the trunk's parent port)");
+  auto id = parse_port_id_field(*parent, "attach.parent");
+  if (!id) return id.error();
+  if (const json* type = find_field(v, "segmentation_type")) {
+    auto t = get_string(*type, "attach.segmentation_type");
+    if (!t) return t.error();
+    if (*t != "vlan")
+      return field_error("attach.segmentation_type",
+                         json_quoted(*t) + " is not vlan (the only type of neutron's trunk subports)");
+  }
+  const json* seg = find_field(v, "segmentation_id");
+  if (!seg) return field_error("attach.segmentation_id", "missing (the subport's VLAN on the parent)");
+  auto vid = get_int(*seg, "attach.segmentation_id", 1, 4094);
+  if (!vid) return vid.error();
+  Attachment a;
+  a.kind = Attachment::Kind::kSubport;
+  a.parent = std::move(*id);
+  a.vid = static_cast<uint16_t>(*vid);
+  return a;
+}
+
+// {"type": "ethdev", "devargs": ...}, {"type": "vhost", "path": ..., "mode": client|server}
+// or a subport's (parse_subport_attach)
 Result<Attachment> parse_attach(const json& params) {
   const json* v = find_field(params, "attach");
   if (!v)
     return field_error("attach", R"(missing (e.g. {"type": "vhost", "path": "/run/vhu0.sock"}))");
   if (!v->is_object()) return field_error("attach", "expected an object, " + got(*v));
   const json* type = find_field(*v, "type");
-  if (!type) return field_error("attach.type", "missing (ethdev or vhost)");
+  if (!type) return field_error("attach.type", "missing (ethdev, vhost or subport)");
   auto type_s = get_string(*type, "attach.type");
   if (!type_s) return type_s.error();
   if (*type_s == "vhost") return parse_vhost_attach(*v);
+  if (*type_s == "subport") return parse_subport_attach(*v);
   if (*type_s != "ethdev")
-    return field_error("attach.type", json_quoted(*type_s) + " is not one of ethdev, vhost");
+    return field_error("attach.type", json_quoted(*type_s) + " is not one of ethdev, vhost, subport");
   if (auto s = check_known_keys(*v, {"type", "devargs"}, "attach."); !s) return s.error();
   const json* devargs = find_field(*v, "devargs");
   if (!devargs) return field_error("attach.devargs", "missing");
@@ -191,12 +231,7 @@ Status parse_port_security(const json& params, PortSpec& p) {
 Result<std::string> parse_port_id(const json& params) {
   const json* id = find_field(params, "id");
   if (!id) return field_error("id", "missing");
-  auto id_s = get_string(*id, "id");
-  if (!id_s) return id_s.error();
-  std::string uuid = canonical_uuid(*id_s);
-  if (uuid.empty())
-    return field_error("id", json_quoted(*id_s) + " is not a UUID (8-4-4-4-12 hex digits)");
-  return uuid;
+  return parse_port_id_field(*id, "id");
 }
 
 // A fixed IP of p that another port of its network has, as a conflict.
@@ -345,6 +380,11 @@ Result<PortUpdate> parse_port_update(const json& params) {
 }
 
 json attach_json(const Attachment& a) {
+  if (a.kind == Attachment::Kind::kSubport)
+    return {{"type", "subport"},
+            {"parent", a.parent},
+            {"segmentation_type", "vlan"},
+            {"segmentation_id", a.vid}};
   if (a.kind == Attachment::Kind::kVhost)
     return {{"type", "vhost"},
             {"path", a.path},

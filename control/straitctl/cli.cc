@@ -26,7 +26,7 @@ struct Args {
   std::optional<int64_t> seg_id;
   std::optional<int64_t> mtu;
   std::string network, mac;
-  std::optional<std::string> ethdev, vhost, vhost_mode;
+  std::optional<std::string> ethdev, vhost, vhost_mode, subport_of;
   std::vector<std::string> ips;
   double watch = 0;
   std::string method, raw_params;
@@ -136,14 +136,24 @@ void add_port_commands(CLI::App& app, Args& a, Commands& c) {
       c.port_bind->add_option("--ethdev", a.ethdev, "DPDK devargs of the port's device");
   CLI::Option* vhost =
       c.port_bind->add_option("--vhost", a.vhost, "vhost-user socket path (instead of --ethdev)");
+  CLI::Option* subport = c.port_bind->add_option(
+      "--subport-of", a.subport_of,
+      "A trunk's subport: the parent port, whose device carries its frames tagged "
+      "--segmentation-id (instead of --ethdev or --vhost)");
+  CLI::Option* vid = c.port_bind->add_option("--segmentation-id", a.seg_id,
+                                             "The subport's VLAN on its parent (1-4094)");
+  subport->needs(vid);
+  vid->needs(subport);
   ethdev->excludes(vhost);
+  ethdev->excludes(subport);
+  vhost->excludes(subport);
   c.port_bind->add_option("--vhost-mode", a.vhost_mode, "client (default) or server")
       ->needs(vhost)
       ->check(CLI::IsMember({"client", "server"}));
   // Exactly one device: CLI11 2.1 has no "one of these is required" for options.
-  c.port_bind->callback([ethdev, vhost] {
-    if (ethdev->count() == 0 && vhost->count() == 0) {
-      throw CLI::RequiredError("--ethdev or --vhost");
+  c.port_bind->callback([ethdev, vhost, subport] {
+    if (ethdev->count() == 0 && vhost->count() == 0 && subport->count() == 0) {
+      throw CLI::RequiredError("--ethdev, --vhost or --subport-of");
     }
   });
   add_port_security_options(c.port_bind, a, /*update=*/false);
@@ -416,7 +426,10 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
     inv.view = View::kPortRow;
     p = {{"id", a.id}, {"network", a.network}, {"mac", a.mac}};
     if (!a.ips.empty()) p["fixed_ips"] = a.ips;
-    if (a.vhost) {
+    if (a.subport_of) {
+      p["attach"] = {{"type", "subport"}, {"parent", *a.subport_of}};
+      if (a.seg_id) p["attach"]["segmentation_id"] = *a.seg_id;
+    } else if (a.vhost) {
       p["attach"] = {{"type", "vhost"}, {"path", *a.vhost}};
       if (a.vhost_mode) p["attach"]["mode"] = *a.vhost_mode;
     } else {

@@ -81,6 +81,9 @@ std::string attach_cell(const json& port) {
   if (a.is_object()) {
     // ethdev: its devargs; vhost: "vhost:PATH", "(server)" when we listen.
     if (field(a, "devargs").is_string()) return a["devargs"].get<std::string>();
+    // A trunk's subport: "subport:PARENT.VLAN".
+    if (field(a, "parent").is_string())
+      return "subport:" + a["parent"].get<std::string>() + "." + cell(a, "segmentation_id");
     if (field(a, "path").is_string()) {
       // A vhost port being captured: the name dpdk-dumpcap -i takes.
       const json& cap = field(port, "capture");
@@ -209,6 +212,16 @@ std::string vhost_cell(const json& port) {
   return "device " + cell(v, "vid") + ", " + cell(v, "queues") + " queue pair(s)";
 }
 
+// A trunk's parent: "VLAN:PORT, ..."; "-" for other ports.
+std::string subports_cell(const json& port) {
+  const json& subs = field(port, "subports");
+  if (!subs.is_array() || subs.empty()) return "-";
+  std::string out;
+  for (const json& s : subs)
+    out += (out.empty() ? "" : ", ") + cell(s, "segmentation_id") + ":" + cell(s, "port");
+  return out;
+}
+
 std::string domain_detail(const json& port) {
   const json& d = field(port, "domain");
   if (!d.is_object()) return "-";
@@ -234,6 +247,7 @@ std::string render_port_detail(const json& port) {
                  {"queues", queues_cell(port)},
                  {"vhost", vhost_cell(port)},
                  {"domain", domain_detail(port)},
+                 {"subports", subports_cell(port)},
                  {"capture", field(port, "capture").is_object()
                                  ? cell(port["capture"], "ethdev")
                                  : std::string("-")}});

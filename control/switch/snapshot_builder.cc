@@ -8,7 +8,9 @@
 namespace strait::ctl {
 namespace {
 
-void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEntry& e) {
+// Port entry e sends on device p (a subport: its parent's, not polled for it).
+void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEntry& e,
+                bool poll = true) {
   e.present = true;
   e.enabled = p.live;
   e.kind = p.kind;
@@ -18,7 +20,7 @@ void add_device(dp::Snapshot& s, const DpPort& p, uint16_t n_workers, dp::PortEn
   for (uint16_t w = 0; w < n_workers; w++) e.txq[w] = tx_queue_for(w, n_workers, p.n_txq);
   // A port that is down is not polled: its device may be on its way out
   // (a guest stopped, an interface detached) once this snapshot is live.
-  if (!p.live) return;
+  if (!p.live || !poll) return;
   for (uint16_t q = 0; q < p.rxq_worker.size(); q++)
     if (!(p.rxq_paused & (1u << q))) s.rx_by_worker[p.rxq_worker[q]].push_back({p.dp, q});
 }
@@ -142,17 +144,36 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
   // (build_learned_fdb): the pipeline consults them after these.
   std::vector<dp::FdbEntry> fdb;
   std::set<uint16_t> secured_vlans;  // networks with a port-security port
+  std::map<uint16_t, dp::TrunkMap*> trunk_maps;  // by parent: Snapshot::trunks
   if (in.vtep) add_remote_macs(in, fdb);
   for (const auto& [id, p] : in.ports) {
     const PortSpec* spec = model.port(id);
     if (!spec) continue;
     const uint16_t lvlan = model.local_vlan(spec->network);
     dp::PortEntry& e = s->ports[p.dp];
-    add_device(*s, p, in.n_workers, e);
+    uint16_t vid = 0;  // on the wire: a subport's VLAN, else untagged
+    if (spec->attach.kind == Attachment::Kind::kSubport) {
+      auto parent = in.ports.find(spec->attach.parent);
+      if (parent == in.ports.end()) continue;  // the model keeps a subport's parent bound
+      vid = spec->attach.vid;
+      add_device(*s, parent->second, in.n_workers, e, /*poll=*/false);
+      e.parent = parent->second.dp;
+      e.trunk_vid = vid;
+      dp::TrunkMap*& map = trunk_maps[e.parent];
+      if (!map) {
+        s->trunks.push_back(std::make_unique<dp::TrunkMap>());
+        map = s->trunks.back().get();
+        map->fill(dp::kNoPort);
+        s->ports[e.parent].trunk = map;
+      }
+      (*map)[vid] = p.dp;
+    } else {
+      add_device(*s, p, in.n_workers, e);
+    }
     e.role = dp::PortRole::kAccess;
     e.lvlan = lvlan;
     std::copy(spec->mac.begin(), spec->mac.end(), e.mac);
-    if (p.live) s->networks[lvlan].flood.push_back({p.dp, 0});
+    if (e.enabled) s->networks[lvlan].flood.push_back({p.dp, vid});
     fdb.push_back({dp::Fdb::make_key(lvlan, spec->mac.data()), p.dp, dp::kNoSlot});
     if (spec->port_security_enabled) {
       auto sec = std::make_unique<dp::PortSecurity>();

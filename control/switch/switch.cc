@@ -127,7 +127,12 @@ Status Switch::restore(const Store::Saved& saved) {
     if (Status st = model_.restore_tunnel(net, t); !st)
       return Error{st.error().code, store_->path() + ": tunnel of network " + net + ": " +
                                         st.error().message};
-  for (const auto& [spec, lvlan] : saved.ports) {
+  // A trunk's subports after every parent (model: a subport's parent is bound).
+  auto rows = saved.ports;
+  std::stable_partition(rows.begin(), rows.end(), [](const auto& row) {
+    return row.first.attach.kind != Attachment::Kind::kSubport;
+  });
+  for (const auto& [spec, lvlan] : rows) {
     if (Status st = model_.restore_port(spec, lvlan); !st)
       return Error{st.error().code, store_->path() + ": port " + spec.id + ": " + st.error().message};
     auto idx = ports_.alloc_index();
@@ -140,9 +145,8 @@ Status Switch::restore(const Store::Saved& saved) {
       ports_.add(spec.id, std::move(down));
       continue;
     }
-    const bool live = rt->dp.live;
     ports_.add(spec.id, std::move(*rt));
-    if (live) announce_up_when_live(spec.id);
+    if (device_live(spec.id)) announce_up_when_live(spec.id);
   }
   // Every port's rules are compiled before the first snapshot enables any
   // port (F1, F11).
@@ -158,6 +162,10 @@ Status Switch::restore(const Store::Saved& saved) {
 Result<PortRuntime> Switch::attach(const PortSpec& spec, uint16_t idx) {
   PortRuntime rt;
   rt.base = port_counter_sums(idx);
+  if (spec.attach.kind == Attachment::Kind::kSubport) {
+    rt.dp.dp = idx;  // no device: its frames travel on its parent's (snapshot_builder)
+    return rt;
+  }
   if (spec.attach.kind == Attachment::Kind::kVhost) {
     // Bound now; forwards once its guest driver is ready (drain_vhost_events).
     const auto mode = spec.attach.mode == Attachment::Mode::kServer ? vhost::Mode::kServer
@@ -388,10 +396,14 @@ void Switch::unplug(const std::string& id, PortRuntime& p) {
 }
 
 void Switch::take_down(const std::string& id, PortRuntime& p) {
-  // The instance is gone or stopped: so are its connections (the binding
-  // and rules stay for its next start).
-  if (const PortSpec* spec = model_.port(id))
-    ct_->flush_port_after_grace(*spec, model_.local_vlan(spec->network));
+  // The instance is gone or stopped: so are its connections, and those of
+  // its trunk's subports (the bindings and rules stay for its next start).
+  auto flush = [&](const std::string& port) {
+    if (const PortSpec* spec = model_.port(port))
+      ct_->flush_port_after_grace(*spec, model_.local_vlan(spec->network));
+  };
+  flush(id);
+  for (const auto& [vid, sub] : model_.subports_of(id)) flush(sub);
   if (!p.dp.live || p.dp.kind != dp::PortKind::kVhost) return;
   p.dp.live = false;
   p.announced = false;
@@ -409,10 +421,17 @@ void Switch::shut_down_ports() {
   }
 }
 
+bool Switch::device_live(const std::string& id) const {
+  const PortSpec* spec = model_.port(id);
+  const bool sub = spec && spec->attach.kind == Attachment::Kind::kSubport;
+  const PortRuntime* d = ports_.find(sub ? spec->attach.parent : id);
+  return d && d->dp.live;
+}
+
 void Switch::announce_up_when_live(const std::string& id) {
   publisher_.after_grace([this, id] {
     PortRuntime* p = ports_.find(id);
-    if (!p || !p->dp.live) return;  // gone again meanwhile
+    if (!p || !device_live(id)) return;  // gone again meanwhile
     p->announced = true;
     emit("port-up", id);
     emit("vif-plugged", id);
@@ -425,6 +444,13 @@ void Switch::emit(const char* event, const std::string& port_id) {
   nlohmann::json ev = {{"event", event}, {"port", port_id}, {"ts", ts}};
   spdlog::info("event {} port {}", event, port_id);
   events_.publish(std::move(ev));
+  // A trunk's subports come and go with their parent's device.
+  const std::string_view e(event);
+  if (e != "port-up" && e != "vif-plugged" && e != "port-down") return;
+  for (const auto& [vid, sub] : model_.subports_of(port_id)) {
+    if (PortRuntime* sp = ports_.find(sub)) sp->announced = e != "port-down";
+    emit(event, sub);
+  }
 }
 
 void Switch::drain_learn_events() {

@@ -167,6 +167,9 @@ class Switch final : private ChangePath {
   // Lifecycle::PortActions.
   bool replug(const std::string& id, PortRuntime& p);
   void unplug(const std::string& id, PortRuntime& p);
+  // Whether the device that carries the port's frames is live: its own, or
+  // for a trunk's subport, its parent's.
+  bool device_live(const std::string& id) const;
   // Once the snapshot published now is live everywhere: announce the port
   // (port-up, vif-plugged) if it is still bound and its device still there.
   void announce_up_when_live(const std::string& id);
