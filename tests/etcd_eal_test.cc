@@ -12,11 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "control/daemon/event_loop.h"
@@ -370,6 +374,56 @@ TEST_F(EtcdTest, EtcdRestartedReconcilesInPlace) {
     auto a = client_->range_prefix(std::string(kPrefix) + "/states/" + kHost + "/alive");
     return a && !a->kvs.empty();
   }, 10s));
+}
+
+// A trunk's subport documents (issue 25) name their parent; in whatever
+// order etcd hands them over, parents are bound first and unbound last, so
+// no document is ever refused for the order it came in.
+TEST_F(EtcdTest, TrunkSubportsAreBoundAfterAndUnboundBeforeTheirParent) {
+  auto subport_doc = [](int n, int parent, int vid) {
+    // The parent's MAC, on a network of the subport's own.
+    json d = port_doc(n, "fa:16:3e:00:00:09", 200 + n);
+    d.erase("vhostuser_socket");
+    d.erase("vhostuser_mode");
+    d["network"]["id"] = "net-sub" + std::to_string(n);
+    d["fixed_ips"] = {"10.0.1." + std::to_string(n)};
+    d["trunk"] = {{"parent", port_uuid(parent)}, {"segmentation_type", "vlan"},
+                  {"segmentation_id", vid}};
+    return d;
+  };
+  put(group_key(), group_doc({rule("6f0e0000-0000-4000-8000-000000000001", 80)}));
+  // The subports' ids sort before their parent's.
+  put(port_key(1), subport_doc(1, 9, 101));
+  put(port_key(2), subport_doc(2, 9, 102));
+  put(port_key(9), port_doc(9, "fa:16:3e:00:00:09"));
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  start();
+  ASSERT_TRUE(until([&] { return state_is(1, "bound") && state_is(2, "bound") && state_is(9, "bound"); }))
+      << state(1) << state(2) << state(9);
+  const ctl::PortSpec* sub = model().port(port_uuid(2));
+  ASSERT_TRUE(sub);
+  EXPECT_EQ(sub->attach.kind, ctl::Attachment::Kind::kSubport);
+  EXPECT_EQ(sub->attach.parent, port_uuid(9));
+  EXPECT_EQ(sub->attach.vid, 102);
+  EXPECT_EQ(model().subports_of(port_uuid(9)).size(), 2u);
+  // Gone while the agent was away: on its return the subports go first.
+  stop_agent();
+  del(port_key(9));
+  del(port_key(1));
+  del(port_key(2));
+  agent_ = std::make_unique<ctl::EtcdAgent>(*cfg_.etcd, loop_, h_->sw(), ctl::alive_json(cfg_));
+  agent_->start();
+  ASSERT_TRUE(until([&] { return model().ports().empty(); })) << h_->sw().show()["etcd"];
+  spdlog::default_logger()->sinks().pop_back();
+  EXPECT_THAT(log.str(), ::testing::Not(::testing::HasSubstr("refused")));
+  // A malformed trunk is refused with its reason.
+  json bad = subport_doc(3, 9, 101);
+  bad["trunk"] = "port-9";
+  put(port_key(3), bad);
+  ASSERT_TRUE(until([&] { return state_is(3, "error"); }));
+  EXPECT_THAT(state(3)["reason"].get<std::string>(), ::testing::HasSubstr("trunk"));
 }
 
 // Which revision of a group every worker enforces, for neutron and for

@@ -54,6 +54,20 @@ Result<PortDoc> parse_port_doc(const std::string& id, const std::string& text) {
   if (const json* p = find_field(*net, "physical_network")) d.network["physnet"] = *p;
   if (const json* s = find_field(*net, "segmentation_id")) d.network["segmentation_id"] = *s;
   if (const json* m = find_field(*net, "mtu")) d.network["mtu"] = *m;
+  d.port = {{"id", id}, {"network", d.network["id"]}, {"mac", j->value("mac_address", json())}};
+  copy_fields(*j, d.port, {"fixed_ips", "security_groups", "allowed_address_pairs",
+                           "port_security_enabled"});
+  if (const json* did = find_field(*j, "id"); did && *did != id)
+    return doc_error(what, "id: " + got(*did) + " is not the key's port id");
+  // A trunk's subport: its frames travel on its parent's device.
+  if (const json* trunk = find_field(*j, "trunk")) {
+    if (!trunk->is_object())
+      return doc_error(what, "trunk: expected {\"parent\", \"segmentation_id\"}, " + got(*trunk));
+    json attach = {{"type", "subport"}};
+    copy_fields(*trunk, attach, {"parent", "segmentation_type", "segmentation_id"});
+    d.port["attach"] = std::move(attach);
+    return d;
+  }
   const json* sock = find_field(*j, "vhostuser_socket");
   if (!sock) return doc_error(what, "vhostuser_socket: required (the vhost-user socket path)");
   // vhostuser_mode is QEMU's, as in the vif_details nova got: "server" (the
@@ -64,15 +78,8 @@ Result<PortDoc> parse_port_doc(const std::string& id, const std::string& text) {
       return doc_error(what, "vhostuser_mode: expected \"server\" or \"client\", got " + got(*m));
     qemu_mode = m->get<std::string>();
   }
-  d.port = {{"id", id},
-            {"network", d.network["id"]},
-            {"mac", j->value("mac_address", json())},
-            {"attach", {{"type", "vhost"}, {"path", *sock},
-                        {"mode", qemu_mode == "server" ? "client" : "server"}}}};
-  copy_fields(*j, d.port, {"fixed_ips", "security_groups", "allowed_address_pairs",
-                           "port_security_enabled"});
-  if (const json* did = find_field(*j, "id"); did && *did != id)
-    return doc_error(what, "id: " + got(*did) + " is not the key's port id");
+  d.port["attach"] = {{"type", "vhost"}, {"path", *sock},
+                      {"mode", qemu_mode == "server" ? "client" : "server"}};
   return d;
 }
 
@@ -225,7 +232,7 @@ void EtcdIntake::converge() {
     // members, then the groups that go (a group in use cannot).
     for (const std::string& id : groups)
       if (groups_.count(id)) converge_group(id);
-    for (const std::string& id : ports) converge_port(id);
+    for (const std::string& id : trunk_order(ports)) converge_port(id);
     members.swap(dirty_members_);
     for (const std::string& key : members) converge_member(key);
     for (const std::string& id : groups)
@@ -237,6 +244,26 @@ void EtcdIntake::converge() {
     for (const std::string& id : empty) call("network.delete", {{"id", id}});
   } while (again_ || !dirty_groups_.empty() || !dirty_ports_.empty() || !dirty_members_.empty());
   converging_ = false;
+}
+
+std::vector<std::string> EtcdIntake::trunk_order(const std::set<std::string>& ids) const {
+  // 0: a subport that goes; 2: a subport to bind; 1: any other port.
+  auto rank = [&](const std::string& id) {
+    auto want = ports_.find(id);
+    if (want == ports_.end()) {
+      const PortSpec* p = sw_.model().port(id);
+      return p && p->attach.kind == Attachment::Kind::kSubport ? 0 : 1;
+    }
+    auto j = parse_doc("", want->second.text);
+    return j && find_field(*j, "trunk") ? 2 : 1;
+  };
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const std::string& id : ids) ranked.emplace_back(rank(id), id);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& [r, id] : ranked) out.push_back(std::move(id));
+  return out;
 }
 
 void EtcdIntake::retry_refused() {

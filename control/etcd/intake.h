@@ -5,7 +5,8 @@
 // (networking-strait/) writes, under [etcd] prefix (docs/openstack.md):
 //
 //   PREFIX/nodes/HOST/ports/PORT_ID     a port bound to this host, with its
-//                                       network segment and vhost socket
+//                                       network segment and vhost socket (a
+//                                       trunk's subport: its parent and VLAN)
 //   PREFIX/global/secgroups/GROUP_ID    a security group and its rules
 //   PREFIX/global/remote_group/GROUP_ID/PORT_ID
 //                                       the addresses a port on any host
@@ -105,6 +106,10 @@ class EtcdIntake {
     write_("secgroups/" + id, state);
   }
   void retry_refused();
+  // The ports `ids` in the order they are worked through: a trunk's subports
+  // after every other port when they are bound (their parent first), before
+  // them when they go (a parent with subports cannot be unbound).
+  std::vector<std::string> trunk_order(const std::set<std::string>& ids) const;
   // A port request's answer, after the grace period.
   void answered(const std::string& id, int64_t revision, nlohmann::json reply);
   nlohmann::json call(const std::string& method, nlohmann::json params);

@@ -9,7 +9,8 @@ vhu + the first 11 characters of the port id in the host's socket directory
 (nova's naming, which straitd's libvirt mapping also reads). No OVS plug.
 
 Publishing (in neutron's transaction, so a rollback publishes nothing):
-  - a port bound to a Strait host: its document under the host;
+  - a port bound to a Strait host: its document under the host (a trunk's
+    subport: its parent and VLAN instead of a socket, trunk_driver.py);
   - a port unbound, deleted, or moved: its document under the old host goes;
   - a security group created, changed (a rule added or removed) or deleted:
     its document, with every rule.
@@ -30,6 +31,7 @@ from networking_strait import config
 from networking_strait import etcd as etcd_lib
 from networking_strait import journal
 from networking_strait import keys
+from networking_strait import trunk_driver
 
 LOG = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class StraitMechanismDriver(api.MechanismDriver):
                           (resources.SECURITY_GROUP_RULE, events.PRECOMMIT_CREATE),
                           (resources.SECURITY_GROUP_RULE, events.PRECOMMIT_DELETE)):
             registry.subscribe(self._group_changed, rtype, ev)
+        # neutron's trunk plugin (service_plugins = trunk) finds it on its start.
+        self.trunk_driver = trunk_driver.StraitTrunkDriver.create()
         LOG.info('networking-strait: etcd %s, prefix %s', c.etcd_endpoints, self.prefix)
 
     def get_workers(self):
@@ -138,7 +142,7 @@ class StraitMechanismDriver(api.MechanismDriver):
         seg = context.original_bottom_bound_segment if original else context.bottom_bound_segment
         details = context.original_vif_details if original else context.vif_details
         net = context.network.current
-        return {
+        doc = {
             'id': port['id'],
             'mac_address': port['mac_address'],
             'fixed_ips': [ip['ip_address'] for ip in port.get('fixed_ips', [])],
@@ -159,6 +163,12 @@ class StraitMechanismDriver(api.MechanismDriver):
             'device_owner': port.get('device_owner'),
             'device_id': port.get('device_id'),
         }
+        sub = trunk_driver.subport_of(context._plugin_context, port['id'])
+        if sub:  # its frames travel on its parent's socket, tagged
+            del doc['vhostuser_socket'], doc['vhostuser_mode']
+            doc['trunk'] = {'parent': sub[0], 'segmentation_type': 'vlan',
+                            'segmentation_id': sub[1]}
+        return doc
 
     def _publish_port(self, context, deleting=False):
         session = context._plugin_context.session
@@ -183,8 +193,9 @@ class StraitMechanismDriver(api.MechanismDriver):
         """ACTIVE once straitd says the port is up (journal.JournalWorker),
         again after each DOWN."""
         port = context.current
-        if port['status'] != n_const.PORT_STATUS_ACTIVE and \
-                port.get('device_owner', '').startswith('compute:'):
+        owner = port.get('device_owner', '')
+        if port['status'] != n_const.PORT_STATUS_ACTIVE and (
+                owner.startswith('compute:') or owner == trunk_driver.SUBPORT_OWNER):
             provisioning_blocks.add_provisioning_component(
                 context._plugin_context, port['id'], resources.PORT,
                 provisioning_blocks.L2_AGENT_ENTITY)
@@ -234,6 +245,12 @@ class StraitMechanismDriver(api.MechanismDriver):
             return
         self._publish_port(context)
         self._publish_memberships(context)
+
+    def update_port_postcommit(self, context):
+        # A trunk's parent bound to a host, moved or unbound: its subports follow.
+        if context.original is not None and context.host != context.original_host:
+            trunk_driver.bind_subports_of(context._plugin_context,
+                                          context.current['id'], context.host or '')
 
     def delete_port_precommit(self, context):
         self._publish_port(context, deleting=True)

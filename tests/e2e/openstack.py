@@ -196,7 +196,8 @@ class NeutronServer(Proc):
     # agents' RPC, their state reports included (ML2 listens on the reports
     # topic there too), so rpc_state_report_workers = 0 is right for both.
     def __init__(self, tmp, db: MariaDB, etcd: Etcd, nova: FakeNova, physnets=("physnet1",),
-                 prefix="/strait", transport_url="fake://", mechanism_drivers="strait"):
+                 prefix="/strait", transport_url="fake://", mechanism_drivers="strait",
+                 service_plugins=""):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         tmp = Path(tmp)
@@ -204,7 +205,7 @@ class NeutronServer(Proc):
         self.ml2 = tmp / "ml2_conf.ini"
         self.conf.write_text(f"""[DEFAULT]
 core_plugin = ml2
-service_plugins =
+service_plugins = {service_plugins}
 auth_strategy = noauth
 transport_url = {transport_url}
 bind_host = 127.0.0.1

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
+from scapy.layers.l2 import Dot1Q, Ether
 
 from conftest import Straitd, config_text, wait_for
 from openstack import Etcd, FakeNova, MariaDB, NeutronError, NeutronServer, have_openstack
@@ -35,7 +35,7 @@ def cloud(tmp_path_factory):
     c.etcd = Etcd(tmp).start()
     c.db = MariaDB(tmp).start()
     c.nova = FakeNova()
-    c.neutron = NeutronServer(tmp, c.db, c.etcd, c.nova, prefix=PREFIX)
+    c.neutron = NeutronServer(tmp, c.db, c.etcd, c.nova, prefix=PREFIX, service_plugins="trunk")
     c.neutron.migrate()
     c.neutron.start()
     swdir = tmp / "straitd"
@@ -388,6 +388,57 @@ def test_a_port_deleted_or_moved_through_neutron_leaves_straitd(cloud):
     assert state(c, q["id"]) is None
     wait_for(lambda: net["id"] not in [n["id"] for n in c.sw.call("network.list")["networks"]],
              timeout=10, what="the network leaves with its last port")
+
+
+def test_a_trunk_carries_its_subports_vlans_to_their_networks(cloud):
+    """neutron's trunk service plugin: a subport made through neutron is bound
+    with its parent, goes ACTIVE with the parent's guest, and the guest's
+    frames tagged with its VLAN are on its network; removed, it leaves."""
+    c = cloud
+    net_p, _ = network(c, 110)
+    net_s, _ = network(c, 111)
+    g, _ = group(c, "trunked", tcp_ports=(80,))
+    parent, peer = port(c, net_p, [g]), port(c, net_s, [g])
+    # neutron's usual subport: the parent's MAC, on another network, not bound yet.
+    sub = c.neutron.post("/v2.0/ports", {"port": {
+        "network_id": net_s["id"], "mac_address": parent["mac_address"],
+        "security_groups": [g["id"]]}})["port"]
+    trunk = c.neutron.post("/v2.0/trunks", {"trunk": {
+        "port_id": parent["id"],
+        "sub_ports": [{"port_id": sub["id"], "segmentation_type": "vlan",
+                       "segmentation_id": 42}]}})["trunk"]
+    wait_for(lambda: (state(c, sub["id"]) or {}).get("state") == "bound", timeout=20,
+             what=f"straitd bound subport {sub['id']} (parent {state(c, parent['id'])})")
+    attach = c.sw.call("port.show", {"id": sub["id"]})["attach"]
+    assert attach == {"type": "subport", "parent": parent["id"], "segmentation_type": "vlan",
+                      "segmentation_id": 42}, attach
+    assert neutron_port(c, sub["id"])["device_owner"] == "trunk:subport"
+    vm_p, vm_q = boot(c, parent, "vm-trunk"), boot(c, peer, "vm-peer")
+    for p in (parent, sub, peer):
+        wait_status(c, p["id"], "ACTIVE")
+    assert c.neutron.get(f"/v2.0/trunks/{trunk['id']}")["trunk"]["status"] == "ACTIVE"
+    for vm in (vm_p, vm_q):
+        vm.wait_forwarding()
+    ip = lambda p: p["fixed_ips"][0]["ip_address"]
+    inner = (IP(src=ip(sub), dst=ip(peer)) / TCP(sport=40080, dport=80, flags="S"))
+    tagged = bytes(Ether(src=sub["mac_address"], dst=peer["mac_address"]) / Dot1Q(vlan=42) / inner)
+    untagged = bytes(Ether(src=sub["mac_address"], dst=peer["mac_address"]) / inner)
+    vm_p.send([tagged])
+    vm_q.receive_until(lambda got: untagged in got, 8.0)
+    reply = IP(src=ip(peer), dst=ip(sub)) / TCP(sport=80, dport=40080, flags="SA")
+    vm_q.send([bytes(Ether(src=peer["mac_address"], dst=sub["mac_address"]) / reply)])
+    vm_p.receive_until(
+        lambda got: bytes(Ether(src=peer["mac_address"], dst=sub["mac_address"]) /
+                          Dot1Q(vlan=42) / reply) in got, 8.0)
+    # Removed from the trunk: it leaves straitd, and VLAN 42 is nobody's.
+    c.neutron.put(f"/v2.0/trunks/{trunk['id']}/remove_subports",
+                  {"sub_ports": [{"port_id": sub["id"]}]})
+    wait_for(lambda: sub["id"] not in [x["id"] for x in c.sw.call("port.list")["ports"]],
+             timeout=20, what="removed subport gone from straitd")
+    assert c.sw.call("port.show", {"id": parent["id"]})["subports"] == []
+    vm_p.send([tagged])
+    with pytest.raises(AssertionError):
+        vm_q.receive_until(lambda got: untagged in got, 2.0)
 
 
 def test_a_stopped_guest_makes_its_port_down_and_a_booted_one_active_again(cloud):
