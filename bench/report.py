@@ -28,6 +28,8 @@ SG_BASELINE = {"vlan_sg": ["vlan"], "vlan_sg_default": ["vlan"],
                # 1000 MACs learned and aged a second on the physnet: against none
                "vlan_phys_churn": ["vlan_phys"]}
 TUNNEL_BASELINE = {"vxlan": ["l2", "vlan"], "vxlan_decap": ["l2", "vlan"]}
+# issue 25's port features: a trunk's subport, QoS limits and marking
+PORT_FEATURE_BASELINE = {"l2_trunk": ["l2"], "l2_qos": ["l2"]}
 # bytes a frame gains on its way to the sink: vxlan (encap) delivers the
 # generator's frames inside Ethernet/IPv4/UDP/VXLAN (Strait and OVS alike)
 SINK_OVERHEAD = {"vxlan": 50}
@@ -67,12 +69,25 @@ def feature_ratios(results, baselines):
         med = (r["median_mpps"] / base["median_mpps"]
                if base["median_mpps"] and r["median_mpps"] is not None else None)
         q = (r["p90"] / base["p90"] if base["p90"] and r["p90"] is not None else None)
+        # The switch's own cycles per frame (Strait's workers' busy cycles
+        # over their packets, whole rep): the feature's cost without the
+        # generator's and the machine's noise.
+        cyc, base_cyc = median_metric(r, "cyc_per_pkt"), median_metric(base, "cyc_per_pkt")
         out.append({"switch": r["switch"], "scenario": r["scenario"], "baseline": base["scenario"],
                     "size": r["size"], "flows": r["flows"], "workers": r["workers"],
                     "median_mpps": r["median_mpps"], "baseline_median_mpps": base["median_mpps"],
                     "median_ratio": round(med, 3) if med is not None else None,
-                    "p90_ratio": round(q, 3) if q is not None else None, **paired(r, base)})
+                    "p90_ratio": round(q, 3) if q is not None else None,
+                    "cyc_per_pkt": cyc, "baseline_cyc_per_pkt": base_cyc,
+                    "cyc_ratio": round(cyc / base_cyc, 3) if cyc and base_cyc else None,
+                    **paired(r, base)})
     return out
+
+
+def median_metric(r, key):
+    """The median over r's reps of one of the switch's counters, or None."""
+    v = [m[key] for m in r.get("switch_metrics", []) if isinstance(m.get(key), (int, float))]
+    return statistics.median(v) if v else None
 
 
 def print_feature_ratios(title, rows, f):
@@ -81,13 +96,16 @@ def print_feature_ratios(title, rows, f):
     print()
     print(title)
     hdr = (f"{'scenario':15} {'size':>5} {'flows':>7} {'w':>2} {'switch':9} {'/ scenario':10} "
-           f"{'Mpps':>8} {'base':>8} {'median':>7} {'p90-1s':>7} {PAIRED_HDR}")
+           f"{'Mpps':>8} {'base':>8} {'median':>7} {'p90-1s':>7} {PAIRED_HDR} "
+           f"{'cyc/pkt':>7} {'base':>7} {'ratio':>6}")
     print(hdr)
     print("-" * len(hdr))
     for x in sorted(rows, key=lambda x: (x["scenario"], x["size"], x["flows"], x["workers"], x["switch"])):
         print(f"{x['scenario']:15} {x['size']:>5} {x['flows']:>7} {x['workers']:>2} {x['switch']:9} "
               f"{'/ ' + x['baseline']:10} {f(x['median_mpps'], 8)} {f(x['baseline_median_mpps'], 8)} "
-              f"{f(x['median_ratio'])} {f(x['p90_ratio'])} {paired_cols(x, f)}")
+              f"{f(x['median_ratio'])} {f(x['p90_ratio'])} {paired_cols(x, f)} "
+              f"{f(x.get('cyc_per_pkt'), 7, 0)} {f(x.get('baseline_cyc_per_pkt'), 7, 0)} "
+              f"{f(x.get('cyc_ratio'), 6, 2)}")
 
 
 PAIRED_HDR = f"{'paired':>7} {'min':>6} {'max':>6} {'n':>2}"
@@ -454,6 +472,9 @@ def main():
                          sg_ratios, f)
     print_feature_ratios("== VXLAN: encap (vxlan) and decap (vxlan_decap) against the same frames "
                          "without a tunnel (same run)", tunnel_ratios, f)
+    port_ratios = feature_ratios(results, PORT_FEATURE_BASELINE)
+    print_feature_ratios("== port features (issue 25): a trunk's subport (l2_trunk), QoS limits "
+                         "and marking (l2_qos), against l2 (same run)", port_ratios, f)
     scaling = scaling_rows(results)
     print_scaling(scaling, f)
     # Control plane (issue 8): Strait and OVS, same run, reps alternated.
@@ -518,6 +539,7 @@ def main():
         "ratios": ratios,
         "sg_ratios": sg_ratios,
         "tunnel_ratios": tunnel_ratios,
+        "port_feature_ratios": port_ratios,
         "scaling": scaling,
         "control_ratios": ctl_ratios,
         "meson_ratios": [x for x in ratios if x["switch"] == "strait_meson" and x["reference"] == "strait"],

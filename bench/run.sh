@@ -37,7 +37,11 @@
 #                      _churn the sink side sends 1000 new MACs a second
 #                      for the switch to learn and age; ratio printed);
 #                      run the tunnels with l2 or vlan for the tunnel's
-#                      cost (ratio printed)
+#                      cost (ratio printed); l2_trunk and l2_qos (Strait
+#                      only, issue 25: l2 through a trunk's subport, and
+#                      l2 with QoS limits that drop nothing and DSCP
+#                      marking): run with l2 for each feature's cost per
+#                      frame (Mpps and cycles per packet, ratio printed)
 #   --switches LIST    default ceiling,ovs,strait (ceiling = dpdk-testpmd io,
 #                      run in every scenario; ovs = Open vSwitch with DPDK,
 #                      bench/ovs.sh, installed as root on first use; when it
@@ -199,6 +203,8 @@ pair_uuid() { printf '6b1e0d3c-0000-4000-8000-%012x' $(( $1 * 16 + $2 )); }
 MAC1=02:00:00:00:00:01 MAC2=02:00:00:00:00:02
 PORT1_UUID=6b1e0d3c-0000-4000-8000-000000000001
 PORT2_UUID=6b1e0d3c-0000-4000-8000-000000000002
+SUBPORT_UUID=6b1e0d3c-0000-4000-8000-000000000003   # l2_trunk: port 1's subport
+TRUNK_VLAN=42   # l2_trunk: the subport's VLAN on port 1
 SG_ID=6b1e0d3c-0000-4000-8000-0000000005e0   # vlan_sg: the ports' security group
 # vlan_sg_new: strait-gen's largest flow count; at a few Mpps a rep's frames
 # (warm-up included) stay below it, so every frame is a new connection
@@ -387,6 +393,33 @@ EOF
           for_pairs ctl port bind @uuid2 --network @net --mac @mac2 @vm2
         } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
         ;;
+    l2_trunk)
+        # Issue 25's trunk (Strait only): port 1 is a trunk's parent on
+        # network bench, its subport (VLAN $TRUNK_VLAN, MAC1) and port 2 on
+        # network bench-sub. The generator's frames are tagged $TRUNK_VLAN:
+        # each one goes through the worker's trunk step, untagged, to port 2.
+        # Against l2 in the same run: what a trunk costs a frame.
+        { ctl network create bench --type local &&
+          ctl network create bench-sub --type local &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 $(vm_port net_vhost0 "$2") &&
+          ctl port bind $SUBPORT_UUID --network bench-sub --mac $MAC1 \
+              --subport-of $PORT1_UUID --segmentation-id $TRUNK_VLAN &&
+          ctl port bind $PORT2_UUID --network bench-sub --mac $MAC2 $(vm_port net_vhost1 "$3")
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
+    l2_qos)
+        # Issue 25's QoS (Strait only): l2 with neutron's three rule types on
+        # both ports, limits far above any rate here (every frame charges
+        # both meters of each direction it takes; none is dropped) and DSCP
+        # 26 on what port 1 sends. Against l2 in the same run: what QoS
+        # costs a frame.
+        { ctl network create bench --type local &&
+          ctl port bind $PORT1_UUID --network bench --mac $MAC1 $(vm_port net_vhost0 "$2") \
+              --bandwidth-limit egress:400000000 --packet-rate-limit egress:1000000 --dscp-mark 26 &&
+          ctl port bind $PORT2_UUID --network bench --mac $MAC2 $(vm_port net_vhost1 "$3") \
+              --bandwidth-limit ingress:400000000 --packet-rate-limit ingress:1000000
+        } >> "$log" 2>&1 || { echo "straitctl setup failed:"; tail -15 "$log"; return 1; }
+        ;;
     vlan_sg|vlan_sg_new|vlan_sg_churn)
         # The same local network, plus port security and one security group
         # on both ports, the policy ovs.sh installs as neutron's openvswitch
@@ -511,7 +544,7 @@ sw_strait_traffic_runs() {
 for w in json.load(sys.stdin)["workers"]:
     print("worker %s: %s" % (w["id"], " ".join("%s:%s" % (q["port"], q["queue"]) for q in w["rx_queues"])))'
 }
-sw_strait_supports() { case "$1" in l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default|vlan_phys|vlan_phys_churn|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
+sw_strait_supports() { case "$1" in l2|l2_trunk|l2_qos|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default|vlan_phys|vlan_phys_churn|vxlan|vxlan_decap) return 0 ;; *) return 1 ;; esac; }
 # vlan_sg_churn: a rule of a group no port is in, created and deleted in
 # turn, one change a second, for as long as the rep runs (sw_strait_stop
 # ends it); each change that took effect is a line of $W/churn.txt.
@@ -604,7 +637,10 @@ scen_gen_args() { # scenario -> extra strait-gen options
     case "$1" in
     # plain L2 between two ports, MAC2 announced from port 1; untagged frames
     # as a VM sends them (the switch's access ports do the local VLAN)
-    l2|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default) echo "--learn" ;;
+    l2|l2_qos|vlan|vlan_sg|vlan_sg_new|vlan_sg_churn|vlan_sg_default) echo "--learn" ;;
+    # the VM's frames on its trunk's subport: tagged; port 2's MAC is bound
+    # (no learning frames, which would be tagged too)
+    l2_trunk) echo "--vlan $TRUNK_VLAN" ;;
     # the sink is a physnet trunk: tagged learning frames; _churn: every
     # other one from a new MAC, 1000 a second
     vlan_phys) echo "--learn --learn-vlan $PHYS_VLAN --learn-pps 2000" ;;
@@ -767,7 +803,7 @@ if [ $CONTROL = 1 ]; then
     done
 fi
 [ ${#ACTIVE[@]} -gt 0 ] || [ ${#CTL_ACTIVE[@]} -gt 0 ] || die "no switch can run"
-for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 vlan vlan_sg vlan_sg_new vlan_sg_churn vlan_sg_default vlan_phys vlan_phys_churn vxlan vxlan_decap)"; done
+for sc in "${SCEN_L[@]}"; do scen_gen_args "$sc" >/dev/null || die "unknown scenario '$sc' (known: l2 l2_trunk l2_qos vlan vlan_sg vlan_sg_new vlan_sg_churn vlan_sg_default vlan_phys vlan_phys_churn vxlan vxlan_decap)"; done
 for sc in "${SCEN_L[@]}"; do
     for sw in "${ACTIVE[@]}"; do
         declare -F sw_${sw}_supports > /dev/null && ! sw_${sw}_supports "$sc" &&

@@ -50,6 +50,9 @@
   _(kCtRevoked, "ct_revoked", "connection no longer allowed by the rules: ended")   \
   _(kCtInvalid, "ct_invalid", "cannot open a connection and belongs to none")       \
   _(kCtFull, "ct_full", "connection table full: new connection refused")            \
+  /* QoS (neutron's rules, policed) */                                               \
+  _(kQosPacketRate, "qos_packet_rate", "over the port's packet-rate limit (QoS)")    \
+  _(kQosBandwidth, "qos_bandwidth", "over the port's bandwidth limit (QoS)")         \
   /* actions */                                                                     \
   _(kNoMbuf, "no_mbuf", "mbuf pool empty while replicating a flood")                \
   _(kTxFull, "tx_full", "output queue full, frame not sent")

@@ -12,6 +12,7 @@
 #include "dataplane/action.h"
 #include "dataplane/fdb.h"
 #include "dataplane/flow_key.h"
+#include "dataplane/qos.h"
 #include "dataplane/sg_classifier.h"
 
 namespace strait::dp {
@@ -136,6 +137,9 @@ struct PortEntry {
   // A trunk's parent: its subports by VLAN (points into Snapshot::trunks);
   // null: not a trunk, every tagged frame from it is dropped.
   const TrunkMap* trunk = nullptr;
+  // kAccess with QoS rules (points into Snapshot::qos): policed per frame in
+  // the worker, never part of a cached decision; null: none.
+  const PortQos* qos = nullptr;
   std::array<TxQueue, kMaxWorkers> txq{};  // indexed by worker
   // The datapath index whose device this port sends on (tx queue locks).
   uint16_t device_port(uint16_t self) const { return parent == kNoPort ? self : parent; }
@@ -221,6 +225,7 @@ struct Snapshot {
   std::vector<std::unique_ptr<PortSecurity>> security;
   std::vector<std::shared_ptr<const SgClassifier>> classifiers;
   std::vector<std::unique_ptr<TrunkMap>> trunks;  // PortEntry::trunk
+  std::vector<std::unique_ptr<PortQos>> qos;       // PortEntry::qos
 
   Snapshot() : ports(kMaxPorts) {}
   const PortEntry* port(uint16_t idx) const {

@@ -12,12 +12,13 @@
 #include "dataplane/capture.h"
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/qos.h"
 #include "dataplane/sg_stage.h"
 #include "dataplane/vxlan.h"
 
 namespace strait::dp {
 
-DataplaneShared::DataplaneShared() {
+DataplaneShared::DataplaneShared() : qos(std::make_unique<QosPortState[]>(kMaxPorts)) {
   for (auto& port : txq_lock)
     for (auto& l : port) rte_spinlock_init(&l);
   for (auto& port : vhost_txq_lock)
@@ -174,15 +175,22 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
       }
     }
     if (idx == in_idx) bytes += rte_pktmbuf_pkt_len(m);
+    const PortQos* qos = s.ports[idx].qos;
+    DropReason r = DropReason::kNone;
+    if (qos && qos->polices(QosDir::kEgress)) [[unlikely]]
+      r = qos_drop(qos_police(*qos, shared_->qos[idx], QosDir::kEgress, rte_pktmbuf_pkt_len(m), tsc));
     // Headers from the first segment; lengths against the whole (chained:
     // a jumbo frame in 2 KB mbufs).
-    DropReason r = parse_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m),
-                               rte_pktmbuf_pkt_len(m), idx, opts, &keys[i], &meta[i]);
+    if (r == DropReason::kNone)
+      r = parse_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m),
+                      rte_pktmbuf_pkt_len(m), idx, opts, &keys[i], &meta[i]);
     ok[i] = r == DropReason::kNone;
     if (!ok[i]) {
       drop(m, idx, r);
       continue;
     }
+    if (qos && qos->dscp >= 0 && meta[i].l3_ofs) [[unlikely]]
+      mark_dscp(m, keys[i], meta[i], uint8_t(qos->dscp));
     key_bytes[i] = keys[i].dl_type == kEthTypeArp ? kFullKeyBytes : kb;
   }
   // Hashed once the whole burst is parsed: the hash reads the key back in
@@ -402,7 +410,28 @@ void Worker::flood(const Snapshot& s, rte_mbuf* m, const FlowKey& key, const Pac
     drop(m, key.in_port, DropReason::kFloodNoTarget);
 }
 
+DropReason Worker::qos_drop(QosVerdict v) noexcept {
+  return v == QosVerdict::kPass         ? DropReason::kNone
+         : v == QosVerdict::kPacketRate ? DropReason::kQosPacketRate
+                                        : DropReason::kQosBandwidth;
+}
+
+// DSCP marking of what a VM sends: IPv4 and IPv6 (not inside an ARP, or a
+// frame whose IP header is past the first segment).
+void Worker::mark_dscp(rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
+                       uint8_t dscp) noexcept {
+  const bool v6 = key.dl_type == kEthTypeIpv6;
+  if ((!v6 && key.dl_type != kEthTypeIpv4) || meta.l3_ofs + 20u > rte_pktmbuf_data_len(m)) return;
+  qos_mark_dscp(rte_pktmbuf_mtod_offset(m, uint8_t*, meta.l3_ofs), v6, dscp);
+}
+
 void Worker::enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept {
+  // What reaches a VM: its ingress limits.
+  if (const PortQos* q = s.ports[port].qos; q && q->polices(QosDir::kIngress)) [[unlikely]] {
+    const DropReason r = qos_drop(qos_police(*q, shared_->qos[port], QosDir::kIngress,
+                                             rte_pktmbuf_pkt_len(m), rte_rdtsc()));
+    if (r != DropReason::kNone) return drop(m, port, r);
+  }
   TxBuffer& b = tx_[port];
   if (!b.queued) {
     b.queued = true;

@@ -18,6 +18,7 @@
 #include "dataplane/conntrack.h"
 #include "dataplane/flow_cache.h"
 #include "dataplane/learned_fdb.h"
+#include "dataplane/qos.h"
 #include "dataplane/sg_stage.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/stats.h"
@@ -75,6 +76,9 @@ struct DataplaneShared {
   // MACs learned from traffic, published apart from the snapshot (its
   // pointer follows the snapshot's rules; learned_fdb.h).
   LearnedState learned;
+  // The QoS meters of every port (qos.h), by datapath index: shared, so a
+  // port's limits hold across workers.
+  std::unique_ptr<QosPortState[]> qos;
 
   DataplaneShared();
 };
@@ -132,7 +136,12 @@ class Worker {
              const Action& a, int in_conn) noexcept;
   bool flood_admits(const Snapshot& s, uint16_t port, const FlowKey& key, const PacketMeta& meta,
                     rte_mbuf* m, uint16_t lvlan, int* in_conn) noexcept;
+  // Queues m for `port`; a port with an ingress QoS limit polices it first.
   void enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept;
+  // QoS (qos.h): the drop reason of a verdict; DSCP marking of a VM's frame.
+  static DropReason qos_drop(QosVerdict v) noexcept;
+  static void mark_dscp(rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
+                        uint8_t dscp) noexcept;
   void flush(const Snapshot& s, uint16_t port) noexcept;
   void flush_all(const Snapshot& s) noexcept;
   void drop(rte_mbuf* m, uint16_t port, DropReason r) noexcept;

@@ -475,7 +475,8 @@ TEST(ParsePort, ToJsonRoundTrips) {
                        {"attach", {{"type", "ethdev"}, {"devargs", "net_ring1"}}},
                        {"security_groups", json::array()},
                        {"allowed_address_pairs", json::array()},
-                       {"port_security_enabled", false}}));
+                       {"port_security_enabled", false},
+                       {"qos", json::array()}}));
   auto back = parse_port(out);
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(to_json(*back), out);
@@ -992,6 +993,77 @@ TEST_F(ModelTest, RefusedRequestsChangeNothing) {
                    .ok());
   EXPECT_FALSE(m.remove_port(kUuidC).ok());
   EXPECT_EQ(dump(m), before);
+}
+
+// ---- QoS (issue 25) ----------------------------------------------------------
+
+TEST(PortSpecQos, NeutronsRulesParseAndReadBackAsGiven) {
+  json j = port_json();
+  j["qos"] = {{{"type", "bandwidth_limit"}, {"direction", "ingress"}, {"max_kbps", 10000},
+               {"max_burst_kbps", 1000}},
+              {{"type", "bandwidth_limit"}, {"max_kbps", 5000}},  // egress, the default
+              {{"type", "packet_rate_limit"}, {"direction", "egress"}, {"max_kpps", 100},
+               {"max_burst_kpps", 10}, {"id", "8d4b0000-0000-4000-8000-000000000001"}},
+              {{"type", "dscp_marking"}, {"dscp_mark", 26}}};
+  auto p = parse_port(j);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_EQ(p->qos.size(), 4u);
+  EXPECT_EQ(p->qos[0].direction, dp::QosDir::kIngress);
+  EXPECT_EQ(p->qos[1].direction, dp::QosDir::kEgress);
+  EXPECT_EQ(p->qos[1].burst, 0u);
+  EXPECT_EQ(p->qos[3].dscp, 26);
+  const json back = to_json(*p)["qos"];
+  EXPECT_EQ(back[1], json({{"type", "bandwidth_limit"}, {"direction", "egress"},
+                           {"max_kbps", 5000}, {"max_burst_kbps", 0}}));
+  auto again = parse_port(to_json(*p));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->qos, p->qos);
+}
+
+TEST(PortSpecQos, BadRulesAreRefusedNamingTheField) {
+  auto with = [](json rules) {
+    json j = port_json();
+    j["qos"] = std::move(rules);
+    return parse_port(j);
+  };
+  EXPECT_REFUSED(with(json::object()), "invalid_argument", "qos");
+  EXPECT_REFUSED(with({{{"type", "bandwidth_limit"}, {"max_kbps", -1}}}), "invalid_argument",
+                 "qos[0].max_kbps");
+  EXPECT_REFUSED(with({{{"type", "bandwidth_limit"}}}), "invalid_argument", "qos[0].max_kbps");
+  EXPECT_REFUSED(with({{{"type", "bandwidth_limit"}, {"max_kbps", 10}, {"max_burst_kbps", -1}}}),
+                 "invalid_argument", "qos[0].max_burst_kbps");
+  EXPECT_REFUSED(with({{{"type", "bandwidth_limit"}, {"max_kbps", 10}, {"direction", "up"}}}),
+                 "invalid_argument", "qos[0].direction");
+  EXPECT_REFUSED(with({{{"type", "packet_rate_limit"}, {"max_kbps", 10}}}), "invalid_argument",
+                 "qos[0].max_kbps");  // a bandwidth field on a packet-rate rule
+  EXPECT_REFUSED(with({{{"type", "dscp_marking"}, {"dscp_mark", 27}}}), "invalid_argument",
+                 "qos[0].dscp_mark");
+  EXPECT_REFUSED(with({{{"type", "dscp_marking"}, {"dscp_mark", 26}, {"direction", "egress"}}}),
+                 "invalid_argument", "qos[0].direction");
+  EXPECT_REFUSED(with({{{"type", "minimum_bandwidth"}, {"min_kbps", 10}}}), "invalid_argument",
+                 "not supported");
+  EXPECT_REFUSED(with({{{"type", "bandwidth_limit"}, {"max_kbps", 10}},
+                       {{"type", "bandwidth_limit"}, {"max_kbps", 20}, {"direction", "egress"}}}),
+                 "invalid_argument", "qos[1]: a second bandwidth_limit rule for egress");
+  EXPECT_REFUSED(with({{{"type", "dscp_marking"}, {"dscp_mark", 0}},
+                       {{"type", "dscp_marking"}, {"dscp_mark", 8}}}),
+                 "invalid_argument", "a second dscp_marking");
+}
+
+TEST_F(ModelTest, QosRulesChangeLiveAndARefusedUpdateKeepsThem) {
+  add_net(vlan_json("net1", 100));
+  json j = port_json();
+  j["qos"] = {{{"type", "dscp_marking"}, {"dscp_mark", 10}}};
+  add_port(j);
+  auto u = parse_port_update({{"id", kUuidA}, {"qos", {{{"type", "bandwidth_limit"}, {"max_kbps", 100}}}}});
+  ASSERT_TRUE(u.ok()) << u.error().message;
+  auto next = m.updated_port(*u);
+  ASSERT_TRUE(next.ok());
+  ASSERT_TRUE(m.update_port(*next).ok());
+  ASSERT_EQ(m.port(kUuidA)->qos.size(), 1u);
+  EXPECT_EQ(m.port(kUuidA)->qos[0].max, 100u);
+  EXPECT_REFUSED(parse_port_update({{"id", kUuidA}, {"qos", {{{"type", "x"}}}}}), "invalid_argument",
+                 "qos[0].type");
 }
 
 // ---- trunks (issue 25) -------------------------------------------------------

@@ -286,6 +286,30 @@ TEST_F(VxlanBuilderTest, WithoutAVtepNothingTunnels) {
   EXPECT_EQ(s->ports[0].key_bytes, dp::kL2KeyBytes);
 }
 
+// ---- QoS (issue 25) ----------------------------------------------------------
+
+TEST(CompileQos, LimitsBecomeMetersInTscUnitsAndZeroIsNoLimit) {
+  auto rules = parse_qos_rules(nlohmann::json::parse(R"([
+      {"type": "bandwidth_limit", "direction": "egress", "max_kbps": 8000, "max_burst_kbps": 800},
+      {"type": "bandwidth_limit", "direction": "ingress", "max_kbps": 0},
+      {"type": "packet_rate_limit", "direction": "ingress", "max_kpps": 10},
+      {"type": "dscp_marking", "dscp_mark": 18}])"));
+  ASSERT_TRUE(rules.ok()) << rules.error().message;
+  const uint64_t hz = 2'000'000'000;
+  const dp::PortQos q = compile_qos(*rules, hz);
+  // 8 Mbit/s = 1 MB/s: 2000 TSC a byte; 800 kbit of burst = 0.1 s.
+  EXPECT_EQ(q.bytes[0].cost, uint64_t(2000) << dp::kQosShift);
+  EXPECT_EQ(q.bytes[0].tau, hz / 10);
+  EXPECT_EQ(q.bytes[1].cost, 0u);  // max_kbps 0: not policed
+  // 10 kpps: 200000 TSC a frame; no burst given: 80 % of a second's.
+  EXPECT_EQ(q.packets[1].cost, uint64_t(200'000) << dp::kQosShift);
+  EXPECT_EQ(q.packets[1].tau, hz * 4 / 5);
+  EXPECT_EQ(q.packets[0].cost, 0u);
+  EXPECT_EQ(q.dscp, 18);
+  EXPECT_TRUE(q.polices(dp::QosDir::kEgress));
+  EXPECT_TRUE(q.polices(dp::QosDir::kIngress));
+}
+
 // ---- trunks (issue 25) -------------------------------------------------------
 
 TEST_F(BuilderTest, SubportSendsOnItsParentsDeviceTaggedAndIsNeverPolled) {

@@ -133,6 +133,29 @@ TEST_F(StraitctlArgs, PortBindSubport) {
   EXPECT_THAT(out, HasSubstr("101:s1, 102:s2"));
 }
 
+TEST_F(StraitctlArgs, PortQosOptionsBecomeNeutronsRules) {
+  auto p = parse({"port", "update", "u", "--bandwidth-limit", "egress:10000:1000",
+                  "--bandwidth-limit", "ingress:5000", "--packet-rate-limit", "egress:100",
+                  "--dscp-mark", "26"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["qos"],
+            json::parse(R"([{"type": "bandwidth_limit", "direction": "egress", "max_kbps": 10000,
+                             "max_burst_kbps": 1000},
+                            {"type": "bandwidth_limit", "direction": "ingress", "max_kbps": 5000},
+                            {"type": "packet_rate_limit", "direction": "egress", "max_kpps": 100},
+                            {"type": "dscp_marking", "dscp_mark": 26}])"));
+  p = parse({"port", "update", "u", "--no-qos"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["qos"], json::array());
+  // A number that is none goes as given: the switch names the field.
+  p = parse({"port", "update", "u", "--bandwidth-limit", "egress:lots"});
+  ASSERT_EQ(p.rc, -1) << p.err;
+  EXPECT_EQ(p.inv.params["qos"][0]["max_kbps"], "lots");
+  EXPECT_EQ(parse({"port", "update", "u", "--no-qos", "--dscp-mark", "26"}).rc, kExitUsage);
+  EXPECT_THAT(render_port_detail(p.inv.params),
+              HasSubstr("egress lots kbit/s"));
+}
+
 TEST_F(StraitctlArgs, PortBindNeedsExactlyOneDevice) {
   EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m"}).rc, kExitUsage);
   EXPECT_EQ(parse({"port", "bind", "u", "--network", "n", "--mac", "m", "--ethdev", "e", "--vhost",

@@ -56,7 +56,7 @@ Result<PortDoc> parse_port_doc(const std::string& id, const std::string& text) {
   if (const json* m = find_field(*net, "mtu")) d.network["mtu"] = *m;
   d.port = {{"id", id}, {"network", d.network["id"]}, {"mac", j->value("mac_address", json())}};
   copy_fields(*j, d.port, {"fixed_ips", "security_groups", "allowed_address_pairs",
-                           "port_security_enabled"});
+                           "port_security_enabled", "qos"});
   if (const json* did = find_field(*j, "id"); did && *did != id)
     return doc_error(what, "id: " + got(*did) + " is not the key's port id");
   // A trunk's subport: its frames travel on its parent's device.
@@ -428,7 +428,7 @@ void EtcdIntake::converge_port(const std::string& id) {
     } else {
       json u = {{"id", id}};
       copy_fields(b, u, {"fixed_ips", "security_groups", "allowed_address_pairs",
-                         "port_security_enabled"});
+                         "port_security_enabled", "qos"});
       port = u;
     }
   }

@@ -473,6 +473,7 @@ Result<PortSpec> Model::updated_port(const PortUpdate& u) const {
       if (pair.mac_address == Mac{}) pair.mac_address = p.mac;  // none given: the port's
   }
   if (u.port_security_enabled) p.port_security_enabled = *u.port_security_enabled;
+  if (u.qos) p.qos = *u.qos;
   if (auto s = check_port_limits(p); !s) return s.error();
   if (auto s = check_port_security(p); !s) return s.error();
   if (auto s = check_groups_exist(p, groups_); !s) return s.error();

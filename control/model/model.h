@@ -109,6 +109,25 @@ struct AddressPair {
   bool operator==(const AddressPair&) const = default;
 };
 
+// A neutron QoS rule of a port (issue 25). bandwidth_limit and
+// packet_rate_limit police one direction (neutron's, the VM's view: egress
+// leaves the VM) at `max` kbit/s or kilo-frames/s with a burst of `burst`
+// kbit or kilo-frames (0: 80 % of max, what neutron's OVS agent takes; max
+// 0: no limit, as neutron's OVS agent takes it);
+// dscp_marking sets `dscp` on the IP frames the VM sends.
+struct QosRule {
+  enum class Type { kBandwidthLimit, kPacketRateLimit, kDscpMarking };
+  Type type = Type::kBandwidthLimit;
+  dp::QosDir direction = dp::QosDir::kEgress;
+  uint32_t max = 0;
+  uint32_t burst = 0;
+  uint8_t dscp = 0;
+  bool operator==(const QosRule&) const = default;
+};
+// A port's rules: at most one of each type and direction (parse_port checks).
+Result<std::vector<QosRule>> parse_qos_rules(const nlohmann::json& v);
+nlohmann::json qos_json(const std::vector<QosRule>& rules);
+
 struct PortSpec {
   std::string id;       // canonical lowercase UUID (36 chars)
   std::string network;  // NetworkSpec::id
@@ -122,6 +141,7 @@ struct PortSpec {
   std::vector<std::string> security_groups;
   std::vector<AddressPair> allowed_address_pairs;
   bool port_security_enabled = false;
+  std::vector<QosRule> qos;  // neutron's QoS policy of the port, as its rules
 };
 
 // The fields of a port a live port may change (port.update): each present
@@ -132,6 +152,7 @@ struct PortUpdate {
   std::optional<std::vector<std::string>> security_groups;
   std::optional<std::vector<AddressPair>> allowed_address_pairs;
   std::optional<bool> port_security_enabled;
+  std::optional<std::vector<QosRule>> qos;
 };
 
 // Field-level parsing and validation of API parameters (no state consulted).

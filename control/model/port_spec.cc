@@ -249,6 +249,128 @@ json pairs_json(const std::vector<AddressPair>& pairs) {
 
 }  // namespace
 
+// ---- QoS (issue 25) ------------------------------------------------------------
+
+namespace {
+
+// neutron's VALID_DSCP_MARKS.
+constexpr uint8_t kDscpMarks[] = {0,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                  28, 30, 32, 34, 36, 38, 40, 46, 48, 56};
+constexpr int64_t kQosMax = 2147483647;  // neutron's largest max_kbps / max_kpps
+
+const char* qos_type_name(QosRule::Type t) {
+  switch (t) {
+    case QosRule::Type::kBandwidthLimit: return "bandwidth_limit";
+    case QosRule::Type::kPacketRateLimit: return "packet_rate_limit";
+    case QosRule::Type::kDscpMarking: return "dscp_marking";
+  }
+  return "?";
+}
+
+Result<QosRule> parse_qos_rule(const json& r, const std::string& field) {
+  if (!r.is_object()) return field_error(field, "expected an object, " + got(r));
+  const json* type = find_field(r, "type");
+  if (!type) return field_error(field + ".type", "missing (bandwidth_limit, packet_rate_limit or dscp_marking)");
+  auto t = get_string(*type, field + ".type");
+  if (!t) return t.error();
+  QosRule q;
+  const char* max_key = nullptr;
+  const char* burst_key = nullptr;
+  if (*t == "bandwidth_limit") {
+    q.type = QosRule::Type::kBandwidthLimit;
+    max_key = "max_kbps";
+    burst_key = "max_burst_kbps";
+  } else if (*t == "packet_rate_limit") {
+    q.type = QosRule::Type::kPacketRateLimit;
+    max_key = "max_kpps";
+    burst_key = "max_burst_kpps";
+  } else if (*t == "dscp_marking") {
+    q.type = QosRule::Type::kDscpMarking;
+  } else if (*t == "minimum_bandwidth" || *t == "minimum_packet_rate") {
+    return field_error(field + ".type", json_quoted(*t) +
+                                            " is not supported: Strait polices limits, it "
+                                            "schedules no guarantee");
+  } else {
+    return field_error(field + ".type", json_quoted(*t) +
+                                            " is not one of bandwidth_limit, packet_rate_limit, "
+                                            "dscp_marking");
+  }
+  if (q.type == QosRule::Type::kDscpMarking) {
+    if (auto s = check_known_keys(r, {"type", "dscp_mark", "id"}, field + "."); !s) return s.error();
+    const json* mark = find_field(r, "dscp_mark");
+    if (!mark) return field_error(field + ".dscp_mark", "missing");
+    auto m = get_int(*mark, field + ".dscp_mark", 0, 56);
+    if (!m) return m.error();
+    if (std::find(std::begin(kDscpMarks), std::end(kDscpMarks), *m) == std::end(kDscpMarks))
+      return field_error(field + ".dscp_mark",
+                         std::to_string(*m) + " is not a valid DSCP mark (neutron's: 0, 8-40 even, 46, 48, 56)");
+    q.dscp = uint8_t(*m);
+    return q;
+  }
+  if (auto s = check_known_keys(r, {"type", "direction", max_key, burst_key, "id"}, field + ".");
+      !s)
+    return s.error();
+  if (const json* d = find_field(r, "direction")) {
+    auto dir = get_string(*d, field + ".direction");
+    if (!dir) return dir.error();
+    if (*dir == "ingress") {
+      q.direction = dp::QosDir::kIngress;
+    } else if (*dir != "egress") {
+      return field_error(field + ".direction", json_quoted(*dir) + " is not egress or ingress");
+    }
+  }
+  const json* max = find_field(r, max_key);
+  if (!max) return field_error(field + "." + max_key, "missing");
+  // 0: no limit (neutron accepts it; OVS then polices nothing).
+  auto m = get_int(*max, field + "." + max_key, 0, kQosMax);
+  if (!m) return m.error();
+  q.max = uint32_t(*m);
+  if (const json* burst = find_field(r, burst_key)) {
+    auto b = get_int(*burst, field + "." + burst_key, 0, kQosMax);
+    if (!b) return b.error();
+    q.burst = uint32_t(*b);
+  }
+  return q;
+}
+
+}  // namespace
+
+Result<std::vector<QosRule>> parse_qos_rules(const json& v) {
+  if (!v.is_array()) return field_error("qos", "expected a list of QoS rules, " + got(v));
+  std::vector<QosRule> rules;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = "qos[" + std::to_string(i) + "]";
+    auto q = parse_qos_rule(v[i], field);
+    if (!q) return q.error();
+    for (const QosRule& o : rules)
+      if (o.type == q->type && (q->type == QosRule::Type::kDscpMarking || o.direction == q->direction))
+        return field_error(field, std::string("a second ") + qos_type_name(q->type) + " rule" +
+                                      (q->type == QosRule::Type::kDscpMarking
+                                           ? ""
+                                           : q->direction == dp::QosDir::kEgress ? " for egress"
+                                                                                  : " for ingress"));
+    rules.push_back(*q);
+  }
+  return rules;
+}
+
+json qos_json(const std::vector<QosRule>& rules) {
+  json out = json::array();
+  for (const QosRule& q : rules) {
+    json r = {{"type", qos_type_name(q.type)}};
+    if (q.type == QosRule::Type::kDscpMarking) {
+      r["dscp_mark"] = q.dscp;
+    } else {
+      const bool bw = q.type == QosRule::Type::kBandwidthLimit;
+      r["direction"] = q.direction == dp::QosDir::kEgress ? "egress" : "ingress";
+      r[bw ? "max_kbps" : "max_kpps"] = q.max;
+      r[bw ? "max_burst_kbps" : "max_burst_kpps"] = q.burst;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::string normal_socket_path(const std::string& path) {
   std::string out;
   size_t start = 0;
@@ -303,7 +425,7 @@ Result<PortSpec> parse_port(const json& params) {
   if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
   if (auto s = check_known_keys(params,
                                 {"id", "network", "mac", "fixed_ips", "attach", "security_groups",
-                                 "allowed_address_pairs", "port_security_enabled"},
+                                 "allowed_address_pairs", "port_security_enabled", "qos"},
                                 "");
       !s) {
     return s.error();
@@ -336,6 +458,11 @@ Result<PortSpec> parse_port(const json& params) {
   if (!attach) return attach.error();
   p.attach = std::move(*attach);
   if (auto s = parse_port_security(params, p); !s) return s.error();
+  if (const json* v = find_field(params, "qos")) {
+    auto q = parse_qos_rules(*v);
+    if (!q) return q.error();
+    p.qos = std::move(*q);
+  }
   return p;
 }
 
@@ -343,7 +470,8 @@ Result<PortUpdate> parse_port_update(const json& params) {
   if (!params.is_object()) return field_error("params", "expected an object, " + got(params));
   if (auto s = check_known_keys(
           params,
-          {"id", "fixed_ips", "security_groups", "allowed_address_pairs", "port_security_enabled"},
+          {"id", "fixed_ips", "security_groups", "allowed_address_pairs", "port_security_enabled",
+           "qos"},
           "");
       !s) {
     return s.error();
@@ -372,10 +500,16 @@ Result<PortUpdate> parse_port_update(const json& params) {
     if (!b) return b.error();
     u.port_security_enabled = *b;
   }
-  if (!u.fixed_ips && !u.security_groups && !u.allowed_address_pairs && !u.port_security_enabled)
+  if (const json* v = find_field(params, "qos")) {
+    auto q = parse_qos_rules(*v);
+    if (!q) return q.error();
+    u.qos = std::move(*q);
+  }
+  if (!u.fixed_ips && !u.security_groups && !u.allowed_address_pairs && !u.port_security_enabled &&
+      !u.qos)
     return field_error("params",
                        "nothing to update (give fixed_ips, security_groups, "
-                       "allowed_address_pairs or port_security_enabled)");
+                       "allowed_address_pairs, port_security_enabled or qos)");
   return u;
 }
 
@@ -402,7 +536,8 @@ json to_json(const PortSpec& p) {
           {"attach", attach_json(p.attach)},
           {"security_groups", p.security_groups},
           {"allowed_address_pairs", pairs_json(p.allowed_address_pairs)},
-          {"port_security_enabled", p.port_security_enabled}};
+          {"port_security_enabled", p.port_security_enabled},
+          {"qos", qos_json(p.qos)}};
 }
 
 }  // namespace strait::ctl

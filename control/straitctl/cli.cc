@@ -37,6 +37,10 @@ struct Args {
   // or --no-port-security; unset: not sent.
   std::vector<std::string> groups, pairs;
   bool no_groups = false, no_pairs = false;
+  // QoS (port bind, port update): any given replaces the port's rules.
+  std::vector<std::string> bw_limits, pps_limits;
+  std::optional<int64_t> dscp_mark;
+  bool no_qos = false;
   bool psec_on = false, psec_off = false;
   // security-group and its rules.
   std::optional<std::string> name, rule_id, direction, sg_ethertype, protocol, remote_prefix,
@@ -87,6 +91,55 @@ void add_port_security_options(CLI::App* cmd, Args& a, bool update) {
     cmd->add_flag("--no-allowed-address-pairs", a.no_pairs, "Remove all the port's pairs")
         ->excludes(pairs);
   }
+  // neutron's QoS rules; given, they replace all the port's rules.
+  CLI::Option* bw = cmd->add_option("--bandwidth-limit", a.bw_limits,
+                                    "QoS: DIRECTION:KBPS[:BURST_KBIT], direction egress (from "
+                                    "the VM) or ingress (repeatable)")
+                        ->allow_extra_args(false);
+  CLI::Option* pps = cmd->add_option("--packet-rate-limit", a.pps_limits,
+                                     "QoS: DIRECTION:KPPS[:BURST_KPKT] (repeatable)")
+                         ->allow_extra_args(false);
+  CLI::Option* dscp =
+      cmd->add_option("--dscp-mark", a.dscp_mark, "QoS: DSCP set on what the VM sends");
+  if (update)
+    cmd->add_flag("--no-qos", a.no_qos, "Remove all the port's QoS rules")
+        ->excludes(bw)
+        ->excludes(pps)
+        ->excludes(dscp);
+}
+
+// "DIRECTION:MAX[:BURST]" as a limit rule; numbers that are no numbers are
+// sent as given (the switch says what is wrong).
+json qos_limit(const std::string& s, const char* type, const char* max_key, const char* burst_key) {
+  auto num = [](const std::string& v) -> json {
+    try {
+      size_t used = 0;
+      const long long n = std::stoll(v, &used);
+      if (used == v.size()) return n;
+    } catch (const std::exception&) {
+    }
+    return v;
+  };
+  json r = {{"type", type}};
+  const size_t a = s.find(':');
+  r["direction"] = s.substr(0, a);
+  if (a == std::string::npos) return r;
+  const size_t b = s.find(':', a + 1);
+  r[max_key] = num(s.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1));
+  if (b != std::string::npos) r[burst_key] = num(s.substr(b + 1));
+  return r;
+}
+
+// The QoS options given on the command line into params.
+void put_qos(const Args& a, json& p) {
+  if (a.bw_limits.empty() && a.pps_limits.empty() && !a.dscp_mark && !a.no_qos) return;
+  json rules = json::array();
+  for (const std::string& l : a.bw_limits)
+    rules.push_back(qos_limit(l, "bandwidth_limit", "max_kbps", "max_burst_kbps"));
+  for (const std::string& l : a.pps_limits)
+    rules.push_back(qos_limit(l, "packet_rate_limit", "max_kpps", "max_burst_kpps"));
+  if (a.dscp_mark) rules.push_back({{"type", "dscp_marking"}, {"dscp_mark", *a.dscp_mark}});
+  p["qos"] = rules;
 }
 
 // "IP" or "IP,MAC" as an allowed_address_pairs entry.
@@ -158,19 +211,20 @@ void add_port_commands(CLI::App& app, Args& a, Commands& c) {
   });
   add_port_security_options(c.port_bind, a, /*update=*/false);
   c.port_update =
-      port->add_subcommand("update", "Change a bound port's fixed IPs and port security (live)");
+      port->add_subcommand("update", "Change a bound port's fixed IPs, port security and QoS (live)");
   c.port_update->add_option("UUID", a.id, "Port id")->required();
   c.port_update->add_option("--ip", a.ips, "Fixed IP address: replaces them all (repeatable)")
       ->allow_extra_args(false);
   add_port_security_options(c.port_update, a, /*update=*/true);
   c.port_update->callback([&a] {
     if (a.ips.empty() && a.groups.empty() && a.pairs.empty() && !a.no_groups && !a.no_pairs &&
-        !a.psec_on && !a.psec_off)
+        !a.psec_on && !a.psec_off && a.bw_limits.empty() && a.pps_limits.empty() &&
+        !a.dscp_mark && !a.no_qos)
       throw CLI::ValidationError(
           "port update",
           "nothing to update (give --ip, --security-group, --no-security-groups, "
-          "--allowed-address-pair, --no-allowed-address-pairs, --port-security or "
-          "--no-port-security)");
+          "--allowed-address-pair, --no-allowed-address-pairs, --port-security, "
+          "--no-port-security, --bandwidth-limit, --packet-rate-limit, --dscp-mark or --no-qos)");
   });
   c.port_unbind = port->add_subcommand("unbind", "Unbind a port");
   c.port_unbind->add_option("UUID", a.id, "Port id")->required();
@@ -436,12 +490,14 @@ void build_request(const Args& a, const Commands& c, Invocation& inv) {
       p["attach"] = {{"type", "ethdev"}, {"devargs", a.ethdev.value_or("")}};
     }
     put_port_security(a, p);
+    put_qos(a, p);
   } else if (c.port_update->parsed()) {
     inv.method = "port.update";
     inv.view = View::kPortDetail;
     p = {{"id", a.id}};
     if (!a.ips.empty()) p["fixed_ips"] = a.ips;
     put_port_security(a, p);
+    put_qos(a, p);
   } else if (build_group_request(a, c, inv) || build_tunnel_request(a, c, inv)) {
     return;
   } else if (c.port_unbind->parsed()) {

@@ -212,6 +212,27 @@ std::string vhost_cell(const json& port) {
   return "device " + cell(v, "vid") + ", " + cell(v, "queues") + " queue pair(s)";
 }
 
+// QoS rules: "egress 10000 kbit/s (burst 1000), ingress 50 kpps (burst 0), dscp 26"; "-" for none.
+std::string qos_cell(const json& port) {
+  const json& rules = field(port, "qos");
+  if (!rules.is_array() || rules.empty()) return "-";
+  std::string out;
+  for (const json& r : rules) {
+    std::string one;
+    if (field(r, "type") == "dscp_marking") {
+      one = "dscp " + cell(r, "dscp_mark");
+    } else if (field(r, "type") == "bandwidth_limit") {
+      one = cell(r, "direction") + " " + cell(r, "max_kbps") + " kbit/s (burst " +
+            cell(r, "max_burst_kbps") + ")";
+    } else {
+      one = cell(r, "direction") + " " + cell(r, "max_kpps") + " kpps (burst " +
+            cell(r, "max_burst_kpps") + ")";
+    }
+    out += (out.empty() ? "" : ", ") + one;
+  }
+  return out;
+}
+
 // A trunk's parent: "VLAN:PORT, ..."; "-" for other ports.
 std::string subports_cell(const json& port) {
   const json& subs = field(port, "subports");
@@ -239,6 +260,7 @@ std::string render_port_detail(const json& port) {
                  {"port_security", cell(port, "port_security_enabled")},
                  {"security_groups", cell(port, "security_groups")},
                  {"address_pairs", pairs_cell(port)},
+                 {"qos", qos_cell(port)},
                  {"state", cell(port, "state")},
                  {"link", cell(port, "link")},
                  {"local_vlan", cell(port, "local_vlan")},

@@ -90,6 +90,26 @@ std::vector<dp::AllowedSource> allowed_sources(const PortSpec& p) {
   return out;
 }
 
+dp::PortQos compile_qos(const std::vector<QosRule>& rules, uint64_t tsc_hz) {
+  dp::PortQos q;
+  for (const QosRule& r : rules) {
+    if (r.type == QosRule::Type::kDscpMarking) {
+      q.dscp = r.dscp;
+      continue;
+    }
+    if (tsc_hz == 0 || r.max == 0) continue;  // 0: no limit
+    const bool bw = r.type == QosRule::Type::kBandwidthLimit;
+    // Units per second: bytes (1 kbit/s = 125 B/s) or frames.
+    const uint64_t per_s = uint64_t(r.max) * (bw ? 125 : 1000);
+    dp::QosMeter& m = (bw ? q.bytes : q.packets)[unsigned(r.direction)];
+    m.cost = std::max<uint64_t>(1, (tsc_hz << dp::kQosShift) / per_s);
+    // `burst` (in the unit of max) worth of time at the rate; none given:
+    // 80 % of the rate, what neutron's OVS agent takes.
+    m.tau = r.burst ? tsc_hz * r.burst / r.max : tsc_hz * 4 / 5;
+  }
+  return q;
+}
+
 dp::TxQueue tx_queue_for(uint16_t worker, uint16_t n_workers, uint16_t n_txq) {
   const uint16_t q = worker % n_txq;
   // Workers q, q+n_txq, q+2*n_txq, ... share queue q.
@@ -191,6 +211,10 @@ std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in) {
       e.security = sec.get();
       s->security.push_back(std::move(sec));
       secured_vlans.insert(lvlan);
+    }
+    if (!spec->qos.empty()) {
+      s->qos.push_back(std::make_unique<dp::PortQos>(compile_qos(spec->qos, in.tsc_hz)));
+      e.qos = s->qos.back().get();
     }
   }
   s->fdb = dp::Fdb(fdb);

@@ -57,6 +57,9 @@ struct BuildInput {
   // tunnel state; the underlay uplink caches flows by the full key (the
   // tunnel fields lie past the L2 prefix).
   std::optional<VtepInput> vtep;
+  // The workers' TSC rate: QoS limits are meters in TSC units (0: no
+  // limit is policed; DSCP marking still applies).
+  uint64_t tsc_hz = 0;
 };
 
 // Ports with port security get a PortSecurity (dp/port_security.h says what
@@ -64,6 +67,9 @@ struct BuildInput {
 // uplink carrying such a network, gets the full flow-cache key scope (the
 // rules look at L3/L4).
 std::unique_ptr<dp::Snapshot> build_snapshot(const BuildInput& in);
+
+// A port's QoS rules as workers apply them (dp/qos.h).
+dp::PortQos compile_qos(const std::vector<QosRule>& rules, uint64_t tsc_hz);
 
 // The learned FDB of these MACs. The snapshot's FDB (bound ports, remote
 // MACs) wins over it: the pipeline looks there first.

@@ -293,6 +293,7 @@ void Switch::republish() {
   ports_.fill(in);
   in.classifiers = groups_.classifiers();
   in.vtep = tunnels_.sync(learned_.entries());
+  in.tsc_hz = rte_get_tsc_hz();
   publisher_.publish(build_snapshot(in));
   // The NIC may drop a VLAN only once no snapshot maps it; a VLAN mapped now
   // gets its allow rule right away (frames the NIC dropped meanwhile were

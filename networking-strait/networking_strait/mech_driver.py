@@ -26,11 +26,15 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from neutron.db import provisioning_blocks
+from neutron.db import segments_db
+from neutron.objects.qos import policy as policy_object
+from neutron.plugins.ml2 import db as ml2_db
 
 from networking_strait import config
 from networking_strait import etcd as etcd_lib
 from networking_strait import journal
 from networking_strait import keys
+from networking_strait import qos_driver
 from networking_strait import trunk_driver
 
 LOG = logging.getLogger(__name__)
@@ -53,6 +57,44 @@ def socket_path(alive, port_id):
     return '%s/vhu%s' % (d.rstrip('/'), port_id[:11])
 
 
+def port_doc(ctx, port, seg, details, net):
+    """The document of a port bound to a Strait host (docs/openstack.md)."""
+    doc = {
+        'id': port['id'],
+        'mac_address': port['mac_address'],
+        'fixed_ips': [ip['ip_address'] for ip in port.get('fixed_ips', [])],
+        'allowed_address_pairs': [
+            {'ip_address': p['ip_address'],
+             'mac_address': p.get('mac_address') or port['mac_address']}
+            for p in port.get('allowed_address_pairs', [])],
+        'port_security_enabled': port.get('port_security_enabled', True),
+        'security_groups': (port.get('security_groups', [])
+                            if port.get('port_security_enabled', True) else []),
+        'network': {'id': net['id'],
+                    'network_type': seg[api.NETWORK_TYPE],
+                    'physical_network': seg.get(api.PHYSICAL_NETWORK),
+                    'segmentation_id': seg.get(api.SEGMENTATION_ID),
+                    'mtu': net.get('mtu')},
+        'vhostuser_socket': details[portbindings.VHOST_USER_SOCKET],
+        'vhostuser_mode': details[portbindings.VHOST_USER_MODE],
+        'device_owner': port.get('device_owner'),
+        'device_id': port.get('device_id'),
+        # the rules of its QoS policy, else of its network's (neutron's precedence)
+        'qos': qos_driver.rules_doc(qos_policy(ctx, port, net)),
+    }
+    sub = trunk_driver.subport_of(ctx, port['id'])
+    if sub:  # its frames travel on its parent's socket, tagged
+        del doc['vhostuser_socket'], doc['vhostuser_mode']
+        doc['trunk'] = {'parent': sub[0], 'segmentation_type': 'vlan',
+                        'segmentation_id': sub[1]}
+    return doc
+
+
+def qos_policy(ctx, port, net):
+    policy_id = port.get('qos_policy_id') or (net or {}).get('qos_policy_id')
+    return policy_object.QosPolicy.get_object(ctx, id=policy_id) if policy_id else None
+
+
 class StraitMechanismDriver(api.MechanismDriver):
 
     def initialize(self):
@@ -66,8 +108,10 @@ class StraitMechanismDriver(api.MechanismDriver):
                           (resources.SECURITY_GROUP_RULE, events.PRECOMMIT_CREATE),
                           (resources.SECURITY_GROUP_RULE, events.PRECOMMIT_DELETE)):
             registry.subscribe(self._group_changed, rtype, ev)
-        # neutron's trunk plugin (service_plugins = trunk) finds it on its start.
+        # neutron's trunk and QoS plugins (service_plugins = trunk,qos) find
+        # them on their start.
         self.trunk_driver = trunk_driver.StraitTrunkDriver.create()
+        self.qos_driver = qos_driver.StraitQosDriver(self._republish)
         LOG.info('networking-strait: etcd %s, prefix %s', c.etcd_endpoints, self.prefix)
 
     def get_workers(self):
@@ -141,34 +185,23 @@ class StraitMechanismDriver(api.MechanismDriver):
         port = context.original if original else context.current
         seg = context.original_bottom_bound_segment if original else context.bottom_bound_segment
         details = context.original_vif_details if original else context.vif_details
-        net = context.network.current
-        doc = {
-            'id': port['id'],
-            'mac_address': port['mac_address'],
-            'fixed_ips': [ip['ip_address'] for ip in port.get('fixed_ips', [])],
-            'allowed_address_pairs': [
-                {'ip_address': p['ip_address'],
-                 'mac_address': p.get('mac_address') or port['mac_address']}
-                for p in port.get('allowed_address_pairs', [])],
-            'port_security_enabled': port.get('port_security_enabled', True),
-            'security_groups': (port.get('security_groups', [])
-                                if port.get('port_security_enabled', True) else []),
-            'network': {'id': net['id'],
-                        'network_type': seg[api.NETWORK_TYPE],
-                        'physical_network': seg.get(api.PHYSICAL_NETWORK),
-                        'segmentation_id': seg.get(api.SEGMENTATION_ID),
-                        'mtu': net.get('mtu')},
-            'vhostuser_socket': details[portbindings.VHOST_USER_SOCKET],
-            'vhostuser_mode': details[portbindings.VHOST_USER_MODE],
-            'device_owner': port.get('device_owner'),
-            'device_id': port.get('device_id'),
-        }
-        sub = trunk_driver.subport_of(context._plugin_context, port['id'])
-        if sub:  # its frames travel on its parent's socket, tagged
-            del doc['vhostuser_socket'], doc['vhostuser_mode']
-            doc['trunk'] = {'parent': sub[0], 'segmentation_type': 'vlan',
-                            'segmentation_id': sub[1]}
-        return doc
+        return port_doc(context._plugin_context, port, seg, details, context.network.current)
+
+    def _republish(self, ctx, port_id):
+        """Port port_id's document again, from the database (a QoS policy it
+        uses changed), if it is bound to a Strait host."""
+        plugin = directory.get_plugin()
+        port = plugin.get_port(ctx, port_id)
+        host = port.get(portbindings.HOST_ID)
+        if port.get(portbindings.VIF_TYPE) != portbindings.VIF_TYPE_VHOST_USER or not host:
+            return
+        levels = ml2_db.get_binding_level_objs(ctx, port_id, host)
+        if not levels or levels[-1].driver != NAME:
+            return
+        seg = segments_db.get_segment_by_id(ctx, levels[-1].segment_id)
+        net = plugin.get_network(ctx, port['network_id'])
+        doc = port_doc(ctx, port, seg, port[portbindings.VIF_DETAILS], net)
+        journal.put(ctx.session, keys.port(self.prefix, host, port_id), doc)
 
     def _publish_port(self, context, deleting=False):
         session = context._plugin_context.session

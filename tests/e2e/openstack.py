@@ -197,7 +197,7 @@ class NeutronServer(Proc):
     # topic there too), so rpc_state_report_workers = 0 is right for both.
     def __init__(self, tmp, db: MariaDB, etcd: Etcd, nova: FakeNova, physnets=("physnet1",),
                  prefix="/strait", transport_url="fake://", mechanism_drivers="strait",
-                 service_plugins=""):
+                 service_plugins="", extension_drivers="port_security"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         tmp = Path(tmp)
@@ -231,7 +231,7 @@ report_interval = 0
 type_drivers = flat,vlan,vxlan
 tenant_network_types = vlan
 mechanism_drivers = {mechanism_drivers}
-extension_drivers = port_security
+extension_drivers = {extension_drivers}
 [ml2_type_vlan]
 network_vlan_ranges = {",".join(p + ":100:199" for p in physnets)}
 [ml2_type_flat]

@@ -35,7 +35,8 @@ def cloud(tmp_path_factory):
     c.etcd = Etcd(tmp).start()
     c.db = MariaDB(tmp).start()
     c.nova = FakeNova()
-    c.neutron = NeutronServer(tmp, c.db, c.etcd, c.nova, prefix=PREFIX, service_plugins="trunk")
+    c.neutron = NeutronServer(tmp, c.db, c.etcd, c.nova, prefix=PREFIX, service_plugins="trunk,qos",
+                              extension_drivers="port_security,qos")
     c.neutron.migrate()
     c.neutron.start()
     swdir = tmp / "straitd"
@@ -439,6 +440,50 @@ def test_a_trunk_carries_its_subports_vlans_to_their_networks(cloud):
     vm_p.send([tagged])
     with pytest.raises(AssertionError):
         vm_q.receive_until(lambda got: untagged in got, 2.0)
+
+
+def test_a_qos_policy_set_through_neutron_is_marked_and_its_changes_arrive(cloud):
+    """neutron's QoS plugin and ML2 extension: a port's policy reaches
+    straitd with the port, a rule changed in the policy reaches it again,
+    and what the VM sends leaves with the policy's DSCP."""
+    c = cloud
+    net, _ = network(c, 112)
+    g, _ = group(c, "qos", tcp_ports=(80,))
+    pol = c.neutron.post("/v2.0/qos/policies", {"policy": {"name": "gold"}})["policy"]
+    q = f"/v2.0/qos/policies/{pol['id']}"
+    c.neutron.post(f"{q}/dscp_marking_rules", {"dscp_marking_rule": {"dscp_mark": 26}})
+    bw = c.neutron.post(f"{q}/bandwidth_limit_rules", {"bandwidth_limit_rule": {
+        "max_kbps": 100000, "max_burst_kbps": 10000, "direction": "egress"}})["bandwidth_limit_rule"]
+    a, b = port(c, net, [g], qos_policy_id=pol["id"]), port(c, net, [g])
+    for p in (a, b):
+        wait_for(lambda: (state(c, p["id"]) or {}).get("state") == "bound", timeout=20,
+                 what=f"straitd bound {p['id']}")
+    shown = lambda: c.sw.call("port.show", {"id": a["id"]})["qos"]
+    assert shown() == [{"type": "bandwidth_limit", "direction": "egress", "max_kbps": 100000,
+                        "max_burst_kbps": 10000},
+                       {"type": "dscp_marking", "dscp_mark": 26}], shown()
+    assert c.sw.call("port.show", {"id": b["id"]})["qos"] == []
+    # A rule of the policy changed: the port's document goes out again.
+    c.neutron.put(f"{q}/bandwidth_limit_rules/{bw['id']}",
+                  {"bandwidth_limit_rule": {"max_kbps": 200000}})
+    wait_for(lambda: shown()[0]["max_kbps"] == 200000, timeout=20,
+             what=f"the changed rule in straitd ({shown()})")
+    vm_a, vm_b = boot(c, a, "vm-qos-a"), boot(c, b, "vm-qos-b")
+    for p in (a, b):
+        wait_status(c, p["id"], "ACTIVE")
+    for vm in (vm_a, vm_b):
+        vm.wait_forwarding()
+    ip = lambda p: p["fixed_ips"][0]["ip_address"]
+    tcp = TCP(sport=40180, dport=80, flags="S")
+    sent = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
+                 IP(src=ip(a), dst=ip(b)) / tcp)
+    marked = bytes(Ether(src=a["mac_address"], dst=b["mac_address"]) /
+                   IP(src=ip(a), dst=ip(b), tos=26 << 2) / tcp)
+    vm_a.send([sent])
+    vm_b.receive_until(lambda got: marked in got, 8.0)
+    # The policy taken off the port: no rules left in straitd.
+    c.neutron.put(f"/v2.0/ports/{a['id']}", {"port": {"qos_policy_id": None}})
+    wait_for(lambda: shown() == [], timeout=20, what="the port's rules gone from straitd")
 
 
 def test_a_stopped_guest_makes_its_port_down_and_a_booted_one_active_again(cloud):
