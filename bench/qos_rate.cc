@@ -3,8 +3,9 @@
 // An in-process switch (the tests' harness: real workers, net_ring ports)
 // with VM port D under an ingress bandwidth_limit of L, fed by VM ports
 // polled by 1 or 2 workers (with 2: ports A and B on different workers, so
-// one meter is charged by both). Senders offer 1500-byte frames as fast as
-// the rings take them, for a warm-up and then a measured window; what D
+// one meter is charged by both). Senders offer 1500-byte frames at twice
+// the limit in all, in bursts of about a millisecond of their share, for
+// a warm-up and then a measured window; what D
 // receives in the window, over the window, is the passed rate. Printed per
 // point: the limit, what was offered and what passed, and passed / limit
 // (the anchor is the limit itself: exact by construction). The burst is
@@ -17,10 +18,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -74,25 +78,41 @@ void run_point(Point& pt, double warmup_s, double window_s) {
     h.ok("port.bind", port_params(port_uuid(i + 1), "n1", macs[i], src[i]->name()));
   if (pt.workers == 2) {  // A and B on different workers: one meter, two chargers
     const json show = h.ok("show");
+    std::map<int, int> worker_of;  // datapath port -> its worker
     for (const json& w : show["workers"])
-      if (w["rx_queues"].size() != 2)  // its source's queue, and the sink's
-        std::fprintf(stderr, "warning: worker %d polls %zu queues\n", w["id"].get<int>(),
-                     w["rx_queues"].size());
+      for (const json& q : w["rx_queues"]) worker_of[q["port"].get<int>()] = w["id"].get<int>();
+    std::set<int> pollers;
+    for (const json& p : show["ports"])
+      if (p["id"] != port_uuid(4)) pollers.insert(worker_of[p["dp_port"].get<int>()]);
+    if (pollers.size() != 2) std::fprintf(stderr, "warning: the sources share a worker\n");
   }
   std::atomic<bool> stop{false}, measuring{false};
   std::atomic<uint64_t> offered{0};
   std::vector<std::thread> senders;
   for (int i = 0; i < pt.workers; i++)
     senders.emplace_back([&, i] {
+      // Bursts of about a millisecond of the sender's share (1 to 32
+      // frames): a policer passes what a burst brings beyond its tolerance
+      // only as the meter refills, so bursts far apart lose rate to it.
+      const double fps = 2.0 * pt.limit_mbps * 1e6 / pt.workers / (kFrame * 8);
+      const size_t n = std::clamp<size_t>(size_t(fps / 1000), 1, 32);
       std::vector<Frame> burst;
-      for (uint16_t f = 0; f < 32; f++) {
+      for (uint16_t f = 0; f < n; f++) {
         Frame fr = Eth(macs[i], "02:00:00:00:00:0d").ipv4("10.0.0.1", "10.0.0.4").udp(f, 80).frame();
         fr.resize(kFrame, 'q');
         burst.push_back(std::move(fr));
       }
+      // Paced at twice the limit in all (a sender each: its share): above
+      // the limit at all times, without keeping the rings full (the test
+      // pool has 8191 buffers).
+      const auto every = std::chrono::duration<double>(double(burst.size() * kFrame * 8) /
+                                                       (2.0 * pt.limit_mbps * 1e6 / pt.workers));
+      auto next = Clock::now();
       while (!stop.load(std::memory_order_relaxed)) {
         src[i]->send(burst);
         if (measuring.load(std::memory_order_relaxed)) offered += burst.size() * kFrame;
+        next += std::chrono::duration_cast<Clock::duration>(every);
+        std::this_thread::sleep_until(next);
       }
     });
   uint64_t passed = 0;
