@@ -151,6 +151,7 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
   const bool underlay = s.vtep.enabled && in_idx == s.vtep.uplink;
   const ParseOptions opts{underlay ? s.vtep.udp_port : uint16_t(0)};
   const uint32_t port_key_bytes = underlay ? kFullKeyBytes : in.key_bytes;
+  burst_tsc_ = tsc;
   uint32_t key_bytes[kBurst];
   PortCounters& pc = stats_->ports[in_idx];
   uint64_t bytes = 0;
@@ -178,7 +179,8 @@ uint64_t Worker::process(const Snapshot& s, const PortEntry& in, uint16_t in_idx
     const PortQos* qos = s.ports[idx].qos;
     DropReason r = DropReason::kNone;
     if (qos && qos->polices(QosDir::kEgress)) [[unlikely]]
-      r = qos_drop(qos_police(*qos, shared_->qos[idx], QosDir::kEgress, rte_pktmbuf_pkt_len(m), tsc));
+      r = qos_drop(qos_police(*qos, shared_->qos[idx], QosDir::kEgress, rte_pktmbuf_pkt_len(m),
+                              burst_tsc_));
     // Headers from the first segment; lengths against the whole (chained:
     // a jumbo frame in 2 KB mbufs).
     if (r == DropReason::kNone)
@@ -428,8 +430,10 @@ void Worker::mark_dscp(rte_mbuf* m, const FlowKey& key, const PacketMeta& meta,
 void Worker::enqueue(const Snapshot& s, uint16_t port, rte_mbuf* m) noexcept {
   // What reaches a VM: its ingress limits.
   if (const PortQos* q = s.ports[port].qos; q && q->polices(QosDir::kIngress)) [[unlikely]] {
+    // At the burst's time: its frames are microseconds apart, a read of
+    // the TSC per frame costs more than that says.
     const DropReason r = qos_drop(qos_police(*q, shared_->qos[port], QosDir::kIngress,
-                                             rte_pktmbuf_pkt_len(m), rte_rdtsc()));
+                                             rte_pktmbuf_pkt_len(m), burst_tsc_));
     if (r != DropReason::kNone) return drop(m, port, r);
   }
   TxBuffer& b = tx_[port];

@@ -168,6 +168,7 @@ class Worker {
   const uint64_t tsc_per_ms_;
   uint64_t now_ms_ = 0;  // ct_now_ms() at the start of this loop iteration
   uint64_t next_ms_tsc_ = 0;  // the TSC at which now_ms_ moves on
+  uint64_t burst_tsc_ = 0;    // the TSC the burst being processed was received at (QoS meters)
   FlowCache cache_;
   std::atomic<uint32_t> cache_gen_{0};
   CacheDumpSlot dump_;
