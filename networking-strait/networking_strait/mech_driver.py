@@ -27,6 +27,7 @@ from oslo_serialization import jsonutils
 
 from neutron.db import provisioning_blocks
 from neutron.db import segments_db
+from neutron.objects import ports as port_obj
 from neutron.objects.qos import policy as policy_object
 from neutron.plugins.ml2 import db as ml2_db
 
@@ -284,6 +285,17 @@ class StraitMechanismDriver(api.MechanismDriver):
         if context.original is not None and context.host != context.original_host:
             trunk_driver.bind_subports_of(context._plugin_context,
                                           context.current['id'], context.host or '')
+
+    def update_network_precommit(self, context):
+        # A network's QoS policy changed: its ports without a policy of
+        # their own take the new one's rules.
+        before = (context.original or {}).get('qos_policy_id')
+        if context.current.get('qos_policy_id') == before:
+            return
+        ctx = context._plugin_context
+        for p in port_obj.Port.get_objects(ctx, network_id=context.current['id']):
+            if not p.qos_policy_id:
+                self._republish(ctx, p.id)
 
     def delete_port_precommit(self, context):
         self._publish_port(context, deleting=True)

@@ -484,6 +484,15 @@ def test_a_qos_policy_set_through_neutron_is_marked_and_its_changes_arrive(cloud
     # The policy taken off the port: no rules left in straitd.
     c.neutron.put(f"/v2.0/ports/{a['id']}", {"port": {"qos_policy_id": None}})
     wait_for(lambda: shown() == [], timeout=20, what="the port's rules gone from straitd")
+    # A policy on the network: ports without one of their own take its rules.
+    net_pol = c.neutron.post("/v2.0/qos/policies", {"policy": {"name": "net"}})["policy"]
+    c.neutron.post(f"/v2.0/qos/policies/{net_pol['id']}/dscp_marking_rules",
+                   {"dscp_marking_rule": {"dscp_mark": 10}})
+    c.neutron.put(f"/v2.0/networks/{net['id']}", {"network": {"qos_policy_id": net_pol["id"]}})
+    for p in (a, b):
+        wait_for(lambda: c.sw.call("port.show", {"id": p["id"]})["qos"] ==
+                 [{"type": "dscp_marking", "dscp_mark": 10}], timeout=20,
+                 what=f"the network's policy on {p['id']} in straitd")
 
 
 def test_a_stopped_guest_makes_its_port_down_and_a_booted_one_active_again(cloud):
