@@ -1,5 +1,7 @@
 #include "dataplane/trace.h"
 
+#include <rte_cycles.h>
+
 #include "dataplane/parse.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/pipeline_impl.h"
@@ -82,6 +84,29 @@ void conntrack_step(const Action& a, TraceResult* r) {
 // The transmit side of Worker::execute / Worker::flood. Flood targets with
 // port security check their ingress side per packet (sg_flood_target), here
 // as for a packet of no tracked connection.
+// A port's QoS in one direction, in neutron's units (qos.h: the meters'
+// TSC units back to rates), and what becomes of this frame.
+std::string qos_words(const PortQos& q, QosDir d, const FlowKey& key) {
+  const double hz = double(rte_get_tsc_hz());
+  const unsigned i = unsigned(d);
+  std::string out = d == QosDir::kEgress ? "from the VM:" : "to the VM:";
+  auto limit = [&](const QosMeter& m, double unit_scale, const char* rate, const char* burst) {
+    if (!m.cost) return;
+    const double per_s = hz * double(1u << kQosShift) / double(m.cost) / unit_scale;
+    out += format(" at most %.0f %s (burst %.0f %s),", per_s, rate, per_s * double(m.tau) / hz, burst);
+  };
+  limit(q.bytes[i], 125.0, "kbit/s", "kbit");   // bytes -> kbit
+  limit(q.packets[i], 1000.0, "kpps", "kframes");
+  if (q.polices(d))
+    out += " frames over a limit are dropped (qos_bandwidth, qos_packet_rate; trace charges no meter)";
+  if (d == QosDir::kEgress && q.dscp >= 0) {
+    const bool ip = key.dl_type == kEthTypeIpv4 || key.dl_type == kEthTypeIpv6;
+    out += format("%s DSCP set to %d", q.polices(d) ? ";" : "", q.dscp) +
+           (ip ? "" : " on IP frames (not this one)");
+  }
+  return out;
+}
+
 void expand_outputs(const Snapshot& snap, const FlowKey& key, const Action& a, TraceResult* r) {
   auto out = [&](uint16_t port, uint16_t vid, uint16_t vtep = kNoPort) {
     const PortEntry* p = snap.port(port);
@@ -166,6 +191,7 @@ const char* trace_stage_name(TraceStage s) {
     case TraceStage::kVtepArp: return "vtep_arp";
     case TraceStage::kArpResponder: return "arp_responder";
     case TraceStage::kTrunk: return "trunk";
+    case TraceStage::kQos: return "qos";
   }
   return "?";
 }
@@ -203,6 +229,11 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
     return r;
   }
   p.detail = "well-formed";
+  // Per packet in the worker, before the decision: the port's egress QoS.
+  if (const PortQos* q = snap.ports[in_port].qos) {
+    TraceStep& t = r.steps.emplace_back(TraceStep{TraceStage::kQos, DropReason::kNone, in_port});
+    t.detail = qos_words(*q, QosDir::kEgress, r.key);
+  }
   // The worker's own decision, its steps recorded on the way.
   Tracer tracer(&r.steps);
   LearnedLookup lk{learned};
@@ -227,6 +258,13 @@ TraceResult trace_frame(const Snapshot& snap, const uint8_t* frame, uint32_t len
       m.detail = format("L3 length %u within the network MTU %u", l3_len, r.action.mtu);
     }
     expand_outputs(snap, r.key, r.action, &r);
+    // As the worker queues a copy for a VM: its ingress limits.
+    for (const TraceOutput& o : r.outputs)
+      if (const PortQos* q = o.port < kMaxPorts ? snap.ports[o.port].qos : nullptr;
+          q && q->polices(QosDir::kIngress)) {
+        TraceStep& t = r.steps.emplace_back(TraceStep{TraceStage::kQos, DropReason::kNone, o.port});
+        t.detail = qos_words(*q, QosDir::kIngress, r.key);
+      }
   }
   r.consistent = tracer.verdict() == r.action.reason;
   return r;

@@ -43,6 +43,7 @@ enum class TraceStage : uint8_t {
   kVtepArp,     // ARP on the underlay for our VTEP address: answered / reported
   kArpResponder,  // a VM's ARP request in a vxlan network: answered here or flooded
   kTrunk,       // a trunk parent's frame tagged with a subport's VLAN: the subport's, untagged
+  kQos,         // a port's QoS limits and DSCP marking (applied per packet, meters not charged)
 };
 const char* trace_stage_name(TraceStage s);
 

@@ -153,6 +153,26 @@ TEST_F(QosTest, DscpMarkingRewritesWhatTheVmSendsByteForByte) {
   EXPECT_EQ(got[0][15], 0x01);
 }
 
+// straitctl trace names the limits a frame meets, in neutron's units.
+TEST_F(QosTest, TraceShowsTheLimitsAndTheMarkAFrameMeets) {
+  start();
+  bind(1, kMacA, {limit("bandwidth_limit", "egress", 10000, 1000),
+                  {{"type", "dscp_marking"}, {"dscp_mark", 46}}});
+  bind(2, kMacB, {limit("packet_rate_limit", "ingress", 50, 5)});
+  const json t = h_->ok("trace", {{"port", port_uuid(1)},
+                                  {"frame", {{"dst", kMacB}, {"ip_src", "10.0.0.1"},
+                                             {"ip_dst", "10.0.0.2"}}}});
+  std::vector<std::string> qos;
+  for (const json& s : t["steps"])
+    if (s["step"] == "qos") qos.push_back(s["port"]["name"].get<std::string>() + ": " +
+                                          s["detail"].get<std::string>());
+  ASSERT_EQ(qos.size(), 2u) << t.dump(1);
+  EXPECT_THAT(qos[0], ::testing::HasSubstr(port_uuid(1) + ": from the VM: at most 10000 kbit/s (burst 1000 kbit)"));
+  EXPECT_THAT(qos[0], ::testing::HasSubstr("DSCP set to 46"));
+  EXPECT_THAT(qos[1], ::testing::HasSubstr(port_uuid(2) + ": to the VM: at most 50 kpps (burst 5 kframes)"));
+  EXPECT_EQ(t["verdict"], "output");
+}
+
 TEST_F(QosTest, RulesChangedOrRemovedAreLiveAtTheReply) {
   start();
   RingPort& a = bind(1, kMacA);

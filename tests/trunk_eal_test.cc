@@ -312,7 +312,7 @@ TEST_F(TrunkTest, ParentIsRefusedUnbindWhileItHasSubportsAndShowsThem) {
   EXPECT_EQ(sub["attach"]["parent"], port_uuid(1));
 }
 
-TEST(TrunkRestart, SubportsComeBackWithTheirParentAfterARestart) {
+TEST(TrunkRestart, SubportsAndQosComeBackWithTheirParentAfterARestart) {
   auto phys = std::make_unique<RingPort>("net_ring_trphys");
   auto parent = std::make_unique<RingPort>("net_ring_trp");
   auto peer = std::make_unique<RingPort>("net_ring_trc");
@@ -322,8 +322,11 @@ TEST(TrunkRestart, SubportsComeBackWithTheirParentAfterARestart) {
     Harness h(cfg, /*keep_state=*/true);
     h.ok("network.create", {{"id", "n1"}, {"type", "local"}});
     h.ok("network.create", {{"id", "n2"}, {"type", "local"}});
-    // The subport's id sorts before its parent's: restored after it all the same.
-    h.ok("port.bind", port_params(port_uuid(9), "n1", kMacP, parent->name()));
+    // The subport's id sorts before its parent's: restored after it all the
+    // same. The parent's QoS rules are kept too.
+    json pp = port_params(port_uuid(9), "n1", kMacP, parent->name());
+    pp["qos"] = {{{"type", "dscp_marking"}, {"dscp_mark", 34}}};
+    h.ok("port.bind", pp);
     h.ok("port.bind", subport(port_uuid(1), "n2", port_uuid(9), 101));
     h.ok("port.bind", port_params(port_uuid(5), "n2", kMacC, peer->name()));
   }
@@ -331,6 +334,8 @@ TEST(TrunkRestart, SubportsComeBackWithTheirParentAfterARestart) {
   const json sub = h.ok("port.show", {{"id", port_uuid(1)}});
   EXPECT_EQ(sub["attach"]["parent"], port_uuid(9));
   EXPECT_EQ(sub["attach"]["segmentation_id"], 101);
+  EXPECT_EQ(h.ok("port.show", {{"id", port_uuid(9)}})["qos"],
+            json::array({{{"type", "dscp_marking"}, {"dscp_mark", 34}}}));
   parent->send({Eth(kMacP, kMacC).vlan(101).ipv4().udp()});
   EXPECT_EQ(peer->wait_for(1).size(), 1u);
   peer->send({Eth(kMacC, kMacP).ipv4().udp()});

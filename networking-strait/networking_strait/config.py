@@ -15,3 +15,12 @@ cfg.CONF.register_opts(OPTS, 'ml2_strait')
 
 def conf():
     return cfg.CONF.ml2_strait
+
+
+def strait_loaded():
+    """Whether ML2 runs this driver ("strait" among mechanism_drivers): what
+    the trunk and QoS plugins ask their drivers (is_loaded)."""
+    try:
+        return 'strait' in cfg.CONF.ml2.mechanism_drivers
+    except cfg.NoSuchOptError:
+        return False

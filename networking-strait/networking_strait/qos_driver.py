@@ -15,9 +15,10 @@ from neutron_lib import constants
 from neutron_lib.db import constants as db_consts
 from neutron_lib.services.qos import base
 from neutron_lib.services.qos import constants as qos_consts
-from oslo_config import cfg
 
 from neutron.objects import ports as port_obj
+
+from networking_strait import config
 
 NAME = 'strait'
 
@@ -59,10 +60,7 @@ class StraitQosDriver(base.DriverBase):
 
     @property
     def is_loaded(self):
-        try:
-            return NAME in cfg.CONF.ml2.mechanism_drivers
-        except cfg.NoSuchOptError:
-            return False
+        return config.strait_loaded()
 
     def update_policy_precommit(self, context, policy):
         ports = set(policy.get_bound_ports())

@@ -21,11 +21,12 @@ from neutron_lib.callbacks import resources
 from neutron_lib import context as n_context
 from neutron_lib.plugins import directory
 from neutron_lib.services.trunk import constants as trunk_consts
-from oslo_config import cfg
 from oslo_log import log as logging
 
 from neutron.objects import trunk as trunk_objects
 from neutron.services.trunk.drivers import base as trunk_base
+
+from networking_strait import config
 
 LOG = logging.getLogger(__name__)
 
@@ -107,10 +108,7 @@ class StraitTrunkDriver(trunk_base.DriverBase):
 
     @property
     def is_loaded(self):
-        try:
-            return NAME in cfg.CONF.ml2.mechanism_drivers
-        except cfg.NoSuchOptError:
-            return False
+        return config.strait_loaded()
 
     @registry.receives(resources.TRUNK_PLUGIN, [events.AFTER_INIT])
     def register(self, resource, event, trigger, payload=None):
