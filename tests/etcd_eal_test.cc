@@ -418,6 +418,16 @@ TEST_F(EtcdTest, TrunkSubportsAreBoundAfterAndUnboundBeforeTheirParent) {
   ASSERT_TRUE(until([&] { return model().ports().empty(); })) << h_->sw().show()["etcd"];
   spdlog::default_logger()->sinks().pop_back();
   EXPECT_THAT(log.str(), ::testing::Not(::testing::HasSubstr("refused")));
+  // neutron unbinds a parent (its VM deleted) before the subports follow, in
+  // transactions of their own: the parent stays until they have gone.
+  put(port_key(9), port_doc(9, "fa:16:3e:00:00:09"));
+  put(port_key(1), subport_doc(1, 9, 101));
+  ASSERT_TRUE(until([&] { return state_is(1, "bound") && state_is(9, "bound"); }));
+  del(port_key(9));
+  ASSERT_FALSE(until([&] { return !model().port(port_uuid(9)); }, 1s));
+  del(port_key(1));
+  ASSERT_TRUE(until([&] { return model().ports().empty() && state(9).is_null(); }))
+      << h_->sw().show()["etcd"];
   // A malformed trunk is refused with its reason.
   json bad = subport_doc(3, 9, 101);
   bad["trunk"] = "port-9";

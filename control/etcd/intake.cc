@@ -268,6 +268,7 @@ std::vector<std::string> EtcdIntake::trunk_order(const std::set<std::string>& id
 
 void EtcdIntake::retry_refused() {
   for (const auto& [id, why] : refused_) dirty_ports_.insert(id);
+  for (const std::string& id : unbind_waiting_) dirty_ports_.insert(id);
   for (const auto& [id, why] : refused_groups_) dirty_groups_.insert(id);
   again_ = true;
 }
@@ -372,11 +373,18 @@ void EtcdIntake::converge_port(const std::string& id) {
       return;
     }
     json r = call("port.unbind", {{"id", id}});
-    if (!r.is_null() && !r.value("ok", false))
-      spdlog::error("etcd: port {}: unbind refused: {}", id, reply_error(r).message);
+    if (!r.is_null() && !r.value("ok", false)) {
+      // A trunk's parent whose subports are still here (their documents go
+      // in later transactions of neutron's): tried again as ports leave.
+      if (unbind_waiting_.insert(id).second)
+        spdlog::info("etcd: port {}: unbind waits: {}", id, reply_error(r).message);
+      return;
+    }
+    unbind_waiting_.erase(id);
     retry_refused();  // a MAC, an IP or a group it held is free now
     return;           // its state key goes with port-unbound
   }
+  unbind_waiting_.erase(id);
   auto doc = parse_port_doc(id, want->second.text);
   if (!doc) return refuse_port(id, doc.error());
   auto spec = parse_port(doc->port);

@@ -123,6 +123,7 @@ class EtcdIntake {
   std::map<std::string, std::string> refused_;         // port id -> reason
   std::map<std::string, std::string> refused_groups_;  // group id -> reason
   std::map<std::string, int64_t> applied_;             // port id -> revision in force
+  std::set<std::string> unbind_waiting_;  // gone from etcd, not unbindable yet (a trunk's parent)
   std::map<std::string, std::string> states_;          // port id -> last state written
   std::map<std::string, int64_t> group_states_;        // group id -> revision written (-1: error)
   bool converging_ = false, again_ = false;

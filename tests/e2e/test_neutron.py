@@ -442,6 +442,44 @@ def test_a_trunk_carries_its_subports_vlans_to_their_networks(cloud):
         vm_q.receive_until(lambda got: untagged in got, 2.0)
 
 
+def test_a_trunk_made_before_its_vm_boots_gets_its_subports_bound_with_the_parent(cloud):
+    """nova's order: the trunk exists before the VM; booting binds the parent
+    to the host, and its subports follow it there (and leave with it)."""
+    c = cloud
+    net_p, _ = network(c, 113)
+    net_s, _ = network(c, 114)
+    g, _ = group(c, "trunk-first", tcp_ports=(80,))
+    parent = c.neutron.post("/v2.0/ports", {"port": {
+        "network_id": net_p["id"], "security_groups": [g["id"]]}})["port"]
+    sub = c.neutron.post("/v2.0/ports", {"port": {
+        "network_id": net_s["id"], "mac_address": parent["mac_address"],
+        "security_groups": [g["id"]]}})["port"]
+    c.neutron.post("/v2.0/trunks", {"trunk": {
+        "port_id": parent["id"],
+        "sub_ports": [{"port_id": sub["id"], "segmentation_type": "vlan",
+                       "segmentation_id": 7}]}})
+    time.sleep(1)
+    assert state(c, sub["id"]) is None  # nowhere to bind it yet
+    # nova binds the parent as it boots the VM.
+    parent = c.neutron.put(f"/v2.0/ports/{parent['id']}", {"port": {
+        "binding:host_id": HOST, "device_owner": "compute:nova",
+        "device_id": str(uuid.uuid4())}})["port"]
+    assert parent["binding:vif_type"] == "vhostuser", parent
+    wait_for(lambda: (state(c, sub["id"]) or {}).get("state") == "bound", timeout=20,
+             what=f"subport {sub['id']} bound with its parent")
+    assert c.sw.call("port.show", {"id": parent["id"]})["subports"] == [
+        {"port": sub["id"], "segmentation_id": 7}]
+    vm = boot(c, parent, "vm-trunk-first")
+    for p in (parent, sub):
+        wait_status(c, p["id"], "ACTIVE")
+    vm.stop()
+    # The VM deleted: nova unbinds the parent, the subport leaves with it.
+    c.neutron.put(f"/v2.0/ports/{parent['id']}", {"port": {"binding:host_id": "",
+                                                            "device_owner": "", "device_id": ""}})
+    wait_for(lambda: not {parent["id"], sub["id"]} & {x["id"] for x in c.sw.call("port.list")["ports"]},
+             timeout=20, what="parent and subport gone from straitd")
+
+
 def test_a_qos_policy_set_through_neutron_is_marked_and_its_changes_arrive(cloud):
     """neutron's QoS plugin and ML2 extension: a port's policy reaches
     straitd with the port, a rule changed in the policy reaches it again,
