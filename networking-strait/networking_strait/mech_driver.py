@@ -83,7 +83,9 @@ def port_doc(ctx, port, seg, details, net):
         # the rules of its QoS policy, else of its network's (neutron's precedence)
         'qos': qos_driver.rules_doc(qos_policy(ctx, port, net)),
     }
-    sub = trunk_driver.subport_of(ctx, port['id'])
+    # A trunk's subport (the trunk driver bound it as one).
+    sub = (trunk_driver.subport_of(ctx, port['id'])
+           if port.get('device_owner') == trunk_driver.SUBPORT_OWNER else None)
     if sub:  # its frames travel on its parent's socket, tagged
         del doc['vhostuser_socket'], doc['vhostuser_mode']
         doc['trunk'] = {'parent': sub[0], 'segmentation_type': 'vlan',
